@@ -1,0 +1,18 @@
+"""Suite-wide setup.
+
+pytester's in-process runs restore ``sys.modules`` afterwards; a backend first imported inside
+such a run would be removed and imported a second time by a later test, which torch and triton
+do not survive. Importing them here, once, keeps them in every snapshot. Import-laziness is
+tested in subprocesses (tests/test_imports.py), which this does not affect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+for _backend in ("torch", "triton"):
+    with contextlib.suppress(ImportError):
+        __import__(_backend)

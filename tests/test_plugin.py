@@ -1,0 +1,222 @@
+"""The pytest layer end to end: options, validation, header, markers, fixture, opting out."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+
+def test_header_shows_the_numeric_environment(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest("--fpcheck", "--fpcheck-seed=7")
+    result.stdout.fnmatch_lines(
+        [
+            "fpcheck: numpy *",
+            "fpcheck: triton TRITON_INTERPRET=*, default_dot_precision=*",
+            "fpcheck: enabled=True, nonfinite=warn, oracle=fp64, alpha=0.01, dual_delta_n=1000, seed=7",
+        ]
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_header_reads_torch_flags_under_fpcheck(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest_subprocess("--fpcheck")
+    result.stdout.fnmatch_lines(
+        ["fpcheck: torch device=*, float32_matmul_precision=*, cuda.matmul.allow_tf32=*"]
+    )
+
+
+def test_ini_options_are_read(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        """
+        [pytest]
+        fpcheck = true
+        fpcheck_nonfinite = fail
+        fpcheck_alpha = 0.05
+        fpcheck_dual_delta_n = 200
+        fpcheck_oracle = mpmath
+        fpcheck_seed = 3
+        """
+    )
+    pytester.makepyfile(
+        """
+        def test_settings(fpcheck):
+            s = fpcheck.settings
+            assert (s.enabled, s.nonfinite, s.alpha, s.dual_delta_n, s.oracle, s.seed) == (
+                True, "fail", 0.05, 200, "mpmath", 3)
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_flags_override_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfpcheck_alpha = 0.05\n")
+    pytester.makepyfile("def test_alpha(fpcheck):\n    assert fpcheck.settings.alpha == 0.2\n")
+    pytester.runpytest("--fpcheck-alpha=0.2").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--fpcheck-alpha=2"],
+            "ERROR: pytest-fpcheck: --fpcheck-alpha / fpcheck_alpha='2' (type str) is not valid: "
+            "expected a significance level strictly between 0 and 1.",
+        ),
+        (
+            ["--fpcheck-nonfinite=loud"],
+            "ERROR: pytest-fpcheck: --fpcheck-nonfinite / fpcheck_nonfinite='loud' (type str) is "
+            "not valid: expected one of off, warn, fail.",
+        ),
+        (
+            ["--fpcheck-oracle=fp128"],
+            "ERROR: pytest-fpcheck: --fpcheck-oracle / fpcheck_oracle='fp128' (type str) is not "
+            "valid: expected one of fp64, mpmath.",
+        ),
+        (
+            ["--fpcheck-dual-delta-n=1"],
+            "ERROR: pytest-fpcheck: --fpcheck-dual-delta-n / fpcheck_dual_delta_n='1' (type str) "
+            "is not valid: expected an int >= 2 (the number of dual-delta trials).",
+        ),
+        (
+            ["--fpcheck-seed=-4"],
+            "ERROR: pytest-fpcheck: --fpcheck-seed / fpcheck_seed='-4' (type str) is not valid: "
+            "expected a non-negative int.",
+        ),
+    ],
+)
+def test_bad_flags_stop_the_run_with_a_usage_error(
+    pytester: pytest.Pytester, args: list[str], message: str
+) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_bad_ini_value_names_the_ini_option(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfpcheck = maybe\n")
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: pytest-fpcheck: --fpcheck / fpcheck='maybe' (type str) is not valid: "
+            "expected a boolean (true/false, 1/0, yes/no, on/off)."
+        ]
+    )
+
+
+def test_markers_are_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(
+        ["@pytest.mark.fpcheck(**overrides):*", "@pytest.mark.dual_delta(*"]
+    )
+
+
+def test_marker_overrides_settings_per_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        pytestmark = pytest.mark.fpcheck(alpha=0.1)
+
+        @pytest.mark.fpcheck(nonfinite="off", seed=9)
+        def test_overridden(fpcheck):
+            assert fpcheck.settings.nonfinite == "off"
+            assert fpcheck.settings.seed == 9
+            assert fpcheck.settings.alpha == 0.1
+
+        def test_module_level(fpcheck):
+            assert fpcheck.settings.nonfinite == "warn"
+            assert fpcheck.settings.alpha == 0.1
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        (
+            "fpcheck(nonfinite='loud')",
+            "InvalidArgument: @pytest.mark.fpcheck(nonfinite=...)='loud' (type str) is not valid: "
+            "expected one of off, warn, fail.",
+        ),
+        (
+            "fpcheck(colour='red')",
+            "InvalidArgument: @pytest.mark.fpcheck(colour=...)='colour' (type str) is not valid: "
+            "expected one of enabled, nonfinite, alpha, dual_delta_n, oracle, seed.",
+        ),
+        (
+            "fpcheck('off')",
+            "InvalidArgument: @pytest.mark.fpcheck=('off',) (type tuple) is not valid: expected "
+            "keyword arguments only, e.g. nonfinite='off'.",
+        ),
+    ],
+)
+def test_bad_marker_errors_the_test(pytester: pytest.Pytester, marker: str, message: str) -> None:
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.{marker}
+        def test_marked(fpcheck):
+            pass
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"E   *{message}"])
+
+
+def test_fixture_seed_derives_from_run_seed_and_test_id(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from pytest_fpcheck.fixture import seed_for_test
+
+        def test_a(fpcheck, request):
+            assert fpcheck.seed == seed_for_test(5, request.node.nodeid)
+
+        def test_b(fpcheck):
+            assert fpcheck.seed != seed_for_test(5, "test_fixture_seed_derives_from_run_seed_and_test_id.py::test_a")
+        """
+    )
+    pytester.runpytest("--fpcheck-seed=5").assert_outcomes(passed=2)
+
+
+def test_seed_for_test_is_stable_across_processes() -> None:
+    from pytest_fpcheck.fixture import seed_for_test
+
+    assert seed_for_test(0, "tests/test_x.py::test_y") == 4194964198
+    assert seed_for_test(1, "tests/test_x.py::test_y") != seed_for_test(
+        0, "tests/test_x.py::test_y"
+    )
+    assert 0 <= seed_for_test(2**40, "t") < 2**32
+
+
+def test_fixture_exposes_the_package_functions(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import pytest_fpcheck as fp
+
+        def test_passthrough(fpcheck):
+            assert fpcheck.format_of is fp.format_of
+            with pytest.raises(AttributeError, match="the fpcheck fixture has no attribute 'nope'"):
+                fpcheck.nope
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_uses_fixture(fpcheck): pass")
+    result = pytester.runpytest("-p", "no:fpcheck")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*fixture 'fpcheck' not found*"])
+    result = pytester.runpytest("-p", "no:fpcheck", "--fpcheck")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
