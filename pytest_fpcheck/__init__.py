@@ -27,9 +27,17 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "formats": ("pytest_fpcheck.formats", None),
     "Format": ("pytest_fpcheck.formats", "Format"),
     "format_of": ("pytest_fpcheck.formats", "format_of"),
+    "interval": ("pytest_fpcheck.interval", None),
+    "Bounds": ("pytest_fpcheck.interval.bounds", "Bounds"),
+    "track": ("pytest_fpcheck.tracking.track", "track"),
+    "Tracker": ("pytest_fpcheck.tracking.track", "Tracker"),
+    "bounds_of": ("pytest_fpcheck.tracking.track", "bounds_of"),
+    "roundoff_bounds": ("pytest_fpcheck.tracking.track", "roundoff_bounds"),
+    "hull": ("pytest_fpcheck.tracking.track", "hull"),
 }
 
 __all__ = [
+    "Bounds",
     "DualDeltaFailure",
     "FPCheckError",
     "Format",
@@ -37,14 +45,27 @@ __all__ = [
     "InvalidArgument",
     "RoundoffMismatch",
     "StaleBoundsError",
+    "Tracker",
     "UnsupportedOperation",
     "__version__",
+    "bounds_of",
     "format_of",
     "formats",
+    "hull",
+    "interval",
+    "roundoff_bounds",
+    "track",
 ]
 
 if TYPE_CHECKING:
     from . import formats as formats
+    from . import interval as interval
+    from .interval.bounds import Bounds as Bounds
+    from .tracking.track import Tracker as Tracker
+    from .tracking.track import bounds_of as bounds_of
+    from .tracking.track import hull as hull
+    from .tracking.track import roundoff_bounds as roundoff_bounds
+    from .tracking.track import track as track
     from .formats import Format as Format
     from .formats import format_of as format_of
 

@@ -194,7 +194,9 @@ def _float64(x: ArrayLike, argument: str) -> NDArray[np.float64]:
 def _exponent(ax: NDArray[np.float64], fmt: Format) -> NDArray[np.int64]:
     """floor(log2(ax)) clamped below at emin, exactly (via frexp; zero gives emin)."""
     _, e = np.frexp(ax)
-    exponent: NDArray[np.int64] = np.where(ax == 0, fmt.emin, np.maximum(e - 1, fmt.emin))
+    exponent: NDArray[np.int64] = np.where(
+        ax == 0, fmt.emin, np.maximum(e.astype(np.int64) - 1, fmt.emin)
+    )
     return exponent
 
 

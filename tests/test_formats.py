@@ -332,3 +332,11 @@ def test_format_of_rejects_torch_integer_dtype() -> None:
 def test_helpers_reject_bad_arguments(call: object, message: str) -> None:
     with pytest.raises(InvalidArgument, match=re.escape(message)):
         call()  # type: ignore[operator]
+
+
+def test_float64_ordinals_do_not_overflow() -> None:
+    xs = np.array([2.0**60, -1e300, 5e-324, np.finfo(np.float64).max])
+    k = F.ordinal(xs, "float64")
+    assert k.dtype == np.int64
+    assert (F.from_ordinal(k, "float64") == xs).all()
+    assert k[3] == F.FORMATS["float64"].max_ordinal == 0x7FEFFFFFFFFFFFFF

@@ -1,0 +1,54 @@
+"""PyTorch specifics. Imported only when a torch tensor is already in hand or tracking starts.
+
+Conversions run with Python dispatch disabled (``torch._C._DisableTorchDispatch``) so that the
+package's own dispatch modes, and any other active mode, never see the package's bookkeeping.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from ..errors import InvalidArgument
+from ..formats import FORMATS, Format
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = ["dtype_format", "internal", "is_float", "tensor_to_float64"]
+
+_FLOAT_DTYPES: dict[torch.dtype, Format] = {
+    getattr(torch, name): fmt for name, fmt in FORMATS.items() if hasattr(torch, name)
+}
+
+
+def internal() -> torch._C._DisableTorchDispatch:
+    """A context in which torch operations bypass every Python dispatch mode."""
+    return torch._C._DisableTorchDispatch()
+
+
+def is_float(t: torch.Tensor) -> bool:
+    return t.dtype in _FLOAT_DTYPES
+
+
+def dtype_format(dtype: torch.dtype) -> Format | None:
+    """The format of a floating torch dtype, None for any other dtype."""
+    return _FLOAT_DTYPES.get(dtype)
+
+
+def tensor_to_float64(t: torch.Tensor, *, argument: str) -> NDArray[np.float64]:
+    """A float64 NumPy copy of ``t`` (detached, on the host), exactly."""
+    if t.is_complex():
+        raise InvalidArgument(argument, t, "a real floating tensor", hint="Complex tensors are not supported.")
+    if not is_float(t):
+        raise InvalidArgument(
+            argument,
+            t,
+            "a floating tensor",
+            hint=f"Its dtype is {t.dtype}; compare floating results only.",
+        )
+    with internal(), torch.no_grad():
+        array: NDArray[np.float64] = t.detach().to("cpu", torch.float64).numpy().copy()
+    return array

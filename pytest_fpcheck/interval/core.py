@@ -1,0 +1,120 @@
+"""The interval type, and the a-priori error constants the rules use (RENDER section II-B, II-C).
+
+An :class:`Interval` is a pair of float64 arrays ``lo <= hi`` of one shape. A *point* interval
+(an exact input) shares one array for both ends, which rules test with :attr:`Interval.is_point`
+to skip work that a zero radius makes pointless (e.g. the radius products of a matmul).
+
+Error constants (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., section 3.1
+and 3.4): ``gamma(n, u) = n u / (1 - n u)`` bounds the relative error of ``n`` roundings
+(+inf once ``n u >= 1``); it holds for any order of a sum or dot product (equation (1) of
+RENDER). The probabilistic variant (Higham and Mary, "A new approach to probabilistic rounding
+error analysis", SIAM J. Sci. Comput. 41(5), 2019, Theorem 2.4) is
+``exp(lam sqrt(n) u + n u^2 / (1 - u)) - 1``, valid with probability at least
+``1 - 2 exp(-lam^2 (1 - u)^2 / 2)`` when rounding errors are independent and mean zero.
+Every constant is computed in float64 and rounded up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..formats import Format
+from .rounding import down, down_to, up, up_to
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    Array = NDArray[np.float64]
+
+__all__ = ["PROBABILISTIC_LAMBDA", "Interval", "gamma", "gamma_probabilistic"]
+
+#: lambda of the probabilistic bound: each bounded sum fails with probability <= 3.1e-8.
+PROBABILISTIC_LAMBDA = 6.0
+
+
+def _round_up(value: float) -> float:
+    return math.nextafter(value, math.inf)
+
+
+def gamma(n: int, u: float) -> float:
+    """gamma_n = n u / (1 - n u), rounded up; +inf when n u >= 1; 0 for n <= 0."""
+    if n <= 0:
+        return 0.0
+    nu = _round_up(n * u)
+    if nu >= 1.0:
+        return math.inf
+    return _round_up(nu / math.nextafter(1.0 - nu, 0.0))
+
+
+def gamma_probabilistic(n: int, u: float, lam: float = PROBABILISTIC_LAMBDA) -> float:
+    """Higham and Mary's probabilistic gamma~_n(lam), rounded up (never above gamma_n)."""
+    if n <= 0:
+        return 0.0
+    exponent = _round_up(lam * math.sqrt(n) * u + n * u * u / (1.0 - u))
+    return min(_round_up(math.expm1(exponent) * (1 + 2**-50)), gamma(n, u))
+
+
+@dataclass(frozen=True, eq=False)
+class Interval:
+    """Element-wise enclosure ``[lo, hi]`` of an array of real numbers."""
+
+    lo: Array
+    hi: Array
+
+    @classmethod
+    def point(cls, value: Array) -> Interval:
+        """The exact value itself: ``lo`` and ``hi`` are one array."""
+        return cls(value, value)
+
+    @property
+    def is_point(self) -> bool:
+        return self.lo is self.hi
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.lo.shape)
+
+    def map(self, view: object) -> Interval:
+        """Apply an exact, value-preserving rearrangement (a callable on arrays) to both ends."""
+        assert callable(view)
+        if self.is_point:
+            return Interval.point(view(self.lo))
+        return Interval(view(self.lo), view(self.hi))
+
+    def hull(self, other: Interval) -> Interval:
+        """The smallest interval containing both (element-wise, broadcast)."""
+        return Interval(np.minimum(self.lo, other.lo), np.maximum(self.hi, other.hi))
+
+    def magnitude(self) -> Array:
+        """max(|lo|, |hi|): an upper bound of |x| over the interval."""
+        if self.is_point:
+            mag: Array = np.abs(self.lo)
+            return mag
+        bound: Array = np.maximum(np.abs(self.lo), np.abs(self.hi))
+        return bound
+
+    def mid_rad(self) -> tuple[Array, Array]:
+        """(mid, rad) with [mid - rad, mid + rad] containing [lo, hi] exactly (rad rounded up);
+        an infinite endpoint gives rad = inf."""
+        if self.is_point:
+            return self.lo, np.zeros_like(self.lo)
+        with np.errstate(invalid="ignore", over="ignore"):
+            mid = self.lo * 0.5 + self.hi * 0.5
+            mid = np.where(np.isfinite(mid), mid, 0.0)
+            rad = up(np.maximum(self.hi - mid, mid - self.lo))
+        return mid, rad
+
+    def to_format(self, fmt: Format) -> Interval:
+        """Outward rounding onto ``fmt``'s grid: encloses any faithful rounding of the values."""
+        if fmt.name == "float64":
+            return self
+        return Interval(down_to(self.lo, fmt), up_to(self.hi, fmt))
+
+    def widen(self, radius: Array | float) -> Interval:
+        """[lo - radius, hi + radius], rounded outward."""
+        with np.errstate(invalid="ignore"):
+            return Interval(down(self.lo - radius), up(self.hi + radius))

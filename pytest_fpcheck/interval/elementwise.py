@@ -1,0 +1,261 @@
+"""Element-wise interval rules (RENDER section III-B-1, "arithmetic error estimation").
+
+Each rule encloses the exact result over the input box in float64, then rounds outward onto the
+result format: any faithful rounding of the exact result, including a double rounding through a
+finer compute format (PyTorch computes float16 and bfloat16 in float32), lies in the enclosure.
+
+* Correctly rounded operations (add, sub, mul, div, sqrt) need nothing else. Sums carry an
+  exactness test (Knuth's TwoSum) so that an exact float64 result is not widened; products of
+  operands of at most 26 significant bits are exact in float64.
+* Library functions (exp, log, tanh, erf, ...) have a documented error of ``k`` ULPs in the
+  format that evaluates them (:data:`ULP_ERRORS`); their float64 evaluation here carries an
+  allowance of 2**-49 relative (8 float64 ULPs) before that.
+* A NaN that an endpoint could take (inf - inf, 0 * inf, 0 / 0, log of a negative) widens the
+  element to the whole line ``[-inf, +inf]``, which is how an enclosure says "may be NaN".
+* max/min/clamp use the interval max/min, which equals RENDER's dynamic rule when the
+  comparison is decided by the intervals and is the hull of both branches when it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..formats import Format
+from .core import Interval
+from .rounding import down, up
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    Array = NDArray[np.float64]
+    Bool = NDArray[np.bool_]
+
+__all__ = [
+    "ULP_ERRORS",
+    "absolute",
+    "add",
+    "clamp",
+    "div",
+    "library_function",
+    "maximum",
+    "minimum",
+    "mul",
+    "negate",
+    "sqrt",
+    "sub",
+    "where",
+]
+
+#: Maximum error, in ULPs of the format that evaluates it, of each library function. The
+#: default is the largest of: glibc's "Known Maximum Errors in Math Functions" (x86_64, float
+#: and double), SLEEF's u10 functions used by PyTorch's vectorized CPU kernels (1.0 ULP), and
+#: the CUDA C Programming Guide, appendix "Mathematical Functions" (single precision: expf 2,
+#: exp2f 2, expm1f 1, logf 1, log2f 1, log1pf 1, tanhf 2, erff 2, rsqrtf 2, sinf/cosf 2,
+#: powf 4). Edit it (``pytest_fpcheck.interval.ULP_ERRORS[name] = k``) for other libraries.
+ULP_ERRORS: dict[str, float] = {
+    "exp": 2.0,
+    "exp2": 2.0,
+    "expm1": 2.0,
+    "log": 2.0,
+    "log2": 2.0,
+    "log1p": 2.0,
+    "tanh": 2.0,
+    "erf": 2.0,
+    "rsqrt": 2.0,
+    "sin": 2.0,
+    "cos": 2.0,
+    "pow": 4.0,
+}
+
+_F64_SLACK = 2.0**-49
+_EXACT_PRODUCT_BITS = 26
+
+
+def _everything_where_nan(lo: Array, hi: Array) -> Interval:
+    nan = np.isnan(lo) | np.isnan(hi)
+    if nan.any():
+        lo = np.where(nan, -np.inf, lo)
+        hi = np.where(nan, np.inf, hi)
+    return Interval(lo, hi)
+
+
+def _two_sum_error(a: Array, b: Array, s: Array) -> Array:
+    """e with a + b = s + e exactly (TwoSum; NaN where s overflowed or an input is infinite)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        b_virtual = s - a
+        a_virtual = s - b_virtual
+        error: Array = (a - a_virtual) + (b - b_virtual)
+    return error
+
+
+def _sum_lower(a: Array, b: Array) -> Array:
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = a + b
+    e = _two_sum_error(a, b, s)
+    finite_exact = (e >= 0) | (np.isinf(s) & ~np.isnan(e))
+    exact_inf = np.isinf(a) | np.isinf(b)
+    lower: Array = np.where(finite_exact | exact_inf, s, down(s))
+    return lower
+
+
+def _sum_upper(a: Array, b: Array) -> Array:
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = a + b
+    e = _two_sum_error(a, b, s)
+    finite_exact = (e <= 0) | (np.isinf(s) & ~np.isnan(e))
+    exact_inf = np.isinf(a) | np.isinf(b)
+    upper: Array = np.where(finite_exact | exact_inf, s, up(s))
+    return upper
+
+
+def add(a: Interval, b: Interval, fmt: Format) -> Interval:
+    """[a.lo + b.lo, a.hi + b.hi], exact sums kept, inexact ones stepped outward."""
+    if a.is_point and b.is_point:
+        lo, hi = _sum_lower(a.lo, b.lo), _sum_upper(a.lo, b.lo)
+    else:
+        lo, hi = _sum_lower(a.lo, b.lo), _sum_upper(a.hi, b.hi)
+    return _everything_where_nan(lo, hi).to_format(fmt)
+
+
+def negate(a: Interval) -> Interval:
+    """-[lo, hi] = [-hi, -lo], exact."""
+    if a.is_point:
+        return Interval.point(-a.lo)
+    return Interval(-a.hi, -a.lo)
+
+
+def sub(a: Interval, b: Interval, fmt: Format) -> Interval:
+    """a + (-b)."""
+    return add(a, negate(b), fmt)
+
+
+def absolute(a: Interval) -> Interval:
+    """|x| over [lo, hi]: [0, max(|lo|, |hi|)] when the interval spans zero, exact."""
+    if a.is_point:
+        return Interval.point(np.abs(a.lo))
+    lo_abs, hi_abs = np.abs(a.lo), np.abs(a.hi)
+    spans = (a.lo < 0) & (a.hi > 0)
+    lo = np.where(spans, 0.0, np.minimum(lo_abs, hi_abs))
+    return Interval(lo, np.maximum(lo_abs, hi_abs))
+
+
+def _products(a: Interval, b: Interval) -> tuple[Array, Array]:
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        if a.is_point and b.is_point:
+            p = a.lo * b.lo
+            return p, p
+        if b.is_point:
+            p1, p2 = a.lo * b.lo, a.hi * b.lo
+            return np.minimum(p1, p2), np.maximum(p1, p2)
+        if a.is_point:
+            p1, p2 = a.lo * b.lo, a.lo * b.hi
+            return np.minimum(p1, p2), np.maximum(p1, p2)
+        p = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
+        lo = np.minimum(np.minimum(p[0], p[1]), np.minimum(p[2], p[3]))
+        hi = np.maximum(np.maximum(p[0], p[1]), np.maximum(p[2], p[3]))
+        nan = np.isnan(p[0]) | np.isnan(p[1]) | np.isnan(p[2]) | np.isnan(p[3])
+        return np.where(nan, np.nan, lo), np.where(nan, np.nan, hi)
+
+
+def mul(a: Interval, b: Interval, fmt: Format, *, operand_bits: int = 53) -> Interval:
+    """The interval product (RENDER section II-C). ``operand_bits``, the most significant bits
+    any operand endpoint has, decides whether float64 products are exact (<= 26 bits each)."""
+    lo, hi = _products(a, b)
+    if operand_bits > _EXACT_PRODUCT_BITS:
+        lo, hi = down(lo), up(hi)
+    return _everything_where_nan(lo, hi).to_format(fmt)
+
+
+def div(a: Interval, b: Interval, fmt: Format) -> Interval:
+    """a / b; a divisor interval containing zero (of either sign) gives [-inf, +inf]."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+        if b.is_point:
+            q1, q2 = a.lo / b.lo, a.hi / b.lo
+            lo, hi = np.minimum(q1, q2), np.maximum(q1, q2)
+        else:
+            q = (a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi)
+            lo = np.minimum(np.minimum(q[0], q[1]), np.minimum(q[2], q[3]))
+            hi = np.maximum(np.maximum(q[0], q[1]), np.maximum(q[2], q[3]))
+        zero_divisor = (b.lo <= 0) & (b.hi >= 0)
+        lo = np.where(zero_divisor, -np.inf, down(lo))
+        hi = np.where(zero_divisor, np.inf, up(hi))
+    return _everything_where_nan(lo, hi).to_format(fmt)
+
+
+def sqrt(a: Interval, fmt: Format) -> Interval:
+    """Correctly rounded square root; a negative lower end may give NaN: the whole line."""
+    with np.errstate(invalid="ignore"):
+        lo, hi = np.sqrt(a.lo), np.sqrt(a.hi)
+    lo = np.where(a.lo < 0, np.nan, down(lo))
+    return _everything_where_nan(lo, up(hi)).to_format(fmt)
+
+
+def library_function(
+    function: Callable[[Array], Array],
+    a: Interval,
+    fmt: Format,
+    compute: Format,
+    ulps: float,
+    *,
+    increasing: bool = True,
+) -> Interval:
+    """A monotone library function evaluated in ``compute`` with at most ``ulps`` ULPs of
+    error, then rounded to ``fmt``.
+
+    The rule: f's exact range over [lo, hi] is [f(lo), f(hi)] (swapped if decreasing), from a
+    float64 evaluation widened by 2**-49 relative; the library's result is within
+    ulps * (2**(1-p) * M + tiny) of the exact one, M = the range's largest magnitude, tiny the
+    smallest subnormal of ``compute``; the stored result is that rounded to ``fmt``.
+    """
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+        f_lo, f_hi = function(a.lo), (function(a.hi) if not a.is_point else None)
+        if f_hi is None:
+            f_hi = f_lo
+        if not increasing:
+            f_lo, f_hi = f_hi, f_lo
+        magnitude = np.maximum(np.abs(f_lo), np.abs(f_hi))
+        allowance = (_F64_SLACK + ulps * compute.eps) * magnitude + ulps * compute.smallest_subnormal
+        allowance = np.where(np.isinf(magnitude), 0.0, allowance)
+        lo = down(f_lo - allowance)
+        hi = up(f_hi + allowance)
+    return _everything_where_nan(lo, hi).to_format(fmt)
+
+
+def maximum(a: Interval, b: Interval) -> Interval:
+    """Interval max: [max(a.lo, b.lo), max(a.hi, b.hi)], exact."""
+    if a.is_point and b.is_point:
+        return Interval.point(np.maximum(a.lo, b.lo))
+    return _everything_where_nan(np.maximum(a.lo, b.lo), np.maximum(a.hi, b.hi))
+
+
+def minimum(a: Interval, b: Interval) -> Interval:
+    """Interval min: [min(a.lo, b.lo), min(a.hi, b.hi)], exact."""
+    if a.is_point and b.is_point:
+        return Interval.point(np.minimum(a.lo, b.lo))
+    return _everything_where_nan(np.minimum(a.lo, b.lo), np.minimum(a.hi, b.hi))
+
+
+def clamp(a: Interval, low: Interval | None, high: Interval | None) -> Interval:
+    """min(max(a, low), high), with the interval max and min."""
+    if low is not None:
+        a = maximum(a, low)
+    if high is not None:
+        a = minimum(a, high)
+    return a
+
+
+def where(condition: Bool, decided: Bool, a: Interval, b: Interval) -> Interval:
+    """``condition ? a : b`` element-wise. Where the condition is decided by the intervals of
+    what it compared, the taken branch's interval; where it is not, the hull of both."""
+    shape = np.broadcast_shapes(condition.shape, a.shape, b.shape)
+    taken_lo = np.where(condition, a.lo, b.lo)
+    taken_hi = np.where(condition, a.hi, b.hi)
+    if decided.all():
+        if a.is_point and b.is_point:
+            return Interval.point(np.broadcast_to(taken_lo, shape).copy())
+        return Interval(taken_lo, taken_hi)
+    hull_lo, hull_hi = np.minimum(a.lo, b.lo), np.maximum(a.hi, b.hi)
+    return Interval(np.where(decided, taken_lo, hull_lo), np.where(decided, taken_hi, hull_hi))

@@ -1,0 +1,94 @@
+"""Which precision an operation really computes and accumulates in (issue 3, "a sound error
+model"), and how a sum's rounding error is bounded.
+
+PyTorch computes float16 and bfloat16 element-wise operations and reductions in float32
+(``at::opmath_type``), on the CPU and on CUDA. Its CPU matmuls of float16 and bfloat16 (oneDNN
+or the native GEMM) accumulate in float32; products of two float16 or bfloat16 numbers are exact
+in float32. On CUDA, cuBLAS may reduce float16/bfloat16 split-K partial sums in the input format
+when ``torch.backends.cuda.matmul.allow_{fp16,bf16}_reduced_precision_reduction`` is set (the
+default), so the accumulation format is then the input format (the wider bound), and float32
+matmuls round their inputs to TF32 when ``allow_tf32`` is set or the float32 matmul precision is
+not "highest". Tensor cores may truncate rather than round: on CUDA every matmul's rounding is
+taken as faithful (error < 1 ULP instead of 1/2 ULP). When unsure, the wider bound is used.
+
+``SumBound`` turns (number of terms, unit round-off) into the relative factor of a sum:
+gamma_{n} (rigorous), Higham and Mary's probabilistic factor, or a revealed summation tree's
+``error_factor`` (FPRev) when the order is known.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from ..formats import FORMATS, Format
+from ..interval.core import gamma, gamma_probabilistic
+
+__all__ = ["MatmulPrecision", "SumBound", "compute_format", "matmul_precision"]
+
+_F32 = FORMATS["float32"]
+
+
+def compute_format(fmt: Format) -> Format:
+    """The format element-wise operations and reductions on ``fmt`` tensors compute in."""
+    return _F32 if fmt.precision < _F32.precision else fmt
+
+
+@dataclass(frozen=True)
+class MatmulPrecision:
+    """How a matmul rounds: inputs rounded to ``inputs`` (None: used as they are), products
+    accumulated in ``accumulate``, each rounding faithful (``faithful``) or to nearest."""
+
+    inputs: Format | None
+    accumulate: Format
+    faithful: bool
+
+
+def matmul_precision(fmt: Format, device: torch.device) -> MatmulPrecision:
+    """The matmul model for ``fmt`` tensors on ``device`` (see the module docstring)."""
+    if device.type == "cpu":
+        return MatmulPrecision(None, compute_format(fmt), faithful=False)
+    matmul = torch.backends.cuda.matmul
+    if fmt.name == "float16" and matmul.allow_fp16_reduced_precision_reduction:
+        return MatmulPrecision(None, fmt, faithful=True)
+    if fmt.name == "bfloat16" and matmul.allow_bf16_reduced_precision_reduction:
+        return MatmulPrecision(None, fmt, faithful=True)
+    if fmt.name == "float32" and (
+        matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
+    ):
+        return MatmulPrecision(FORMATS["tfloat32"], fmt, faithful=True)
+    return MatmulPrecision(None, compute_format(fmt), faithful=True)
+
+
+class _Tree(Protocol):
+    n: int
+
+    def error_factor(self, u: float) -> float: ...
+
+
+@dataclass(frozen=True)
+class SumBound:
+    """The relative error factor of summing ``n`` terms with unit round-off ``u``."""
+
+    mode: str = "rigorous"
+    order: Any = None
+
+    def factor(self, n: int, u: float) -> float:
+        """gamma_{n-1} for a plain sum of n terms (a dot product passes n+1 for its products)."""
+        tree: _Tree | None = self.order
+        if tree is not None and tree.n == n:
+            return min(float(tree.error_factor(u)), gamma(n - 1, u))
+        if self.mode == "probabilistic":
+            return gamma_probabilistic(n - 1, u)
+        return gamma(n - 1, u)
+
+    def dot_factor(self, k: int, u: float, *, products_exact: bool) -> float:
+        """The factor of a k-term dot product: the sum's, with one more rounding per product
+        unless the products are exact in the accumulation format."""
+        total = self.factor(k, u)
+        if products_exact:
+            return total
+        return math.nextafter((1 + total) * (1 + u) - 1, math.inf) * (1 + 2**-50)

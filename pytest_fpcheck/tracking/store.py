@@ -1,0 +1,169 @@
+"""The side store: float64 ``lo``/``hi`` beside each tracked tensor's *storage*.
+
+Bounds mirror memory, not tensor objects: each storage that tracking wrote gets two flat float64
+buffers of the storage's length, and any tensor over that storage (a view, a transpose, a slice)
+reads and writes its bounds through its own sizes, strides and offset. View operations therefore
+need no rules, and an in-place write through one view is seen by every other.
+
+Staleness: the record keeps the storage's version counter (``tensor._version``, shared by all
+views of a storage) as of tracking's last write. A tensor whose version differs was modified by
+something tracking did not see, and reading its bounds raises :class:`StaleBoundsError`.
+
+Records are keyed by a weak reference to the storage and dropped once it is freed. Reads and
+writes are serialised by a lock; tracking itself is per thread (dispatch modes are thread-local).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from numpy.lib.stride_tricks import as_strided
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ..adapters.torch import dtype_format, internal
+from ..errors import StaleBoundsError
+from ..formats import Format
+from ..interval.bounds import Provenance
+from ..interval.core import Interval
+
+__all__ = ["STORE", "BoundsStore", "Record"]
+
+_PURGE_EVERY = 256
+
+
+@dataclass
+class Record:
+    """Bounds of one storage: flat buffers (one shared buffer while everything is exact)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    version: int
+    format: Format | None
+    provenance: Provenance = field(default_factory=Provenance)
+    mode: str = "rigorous"
+    notes: tuple[str, ...] = ()
+
+
+def _storage_length(t: torch.Tensor) -> int:
+    return t.untyped_storage().nbytes() // t.element_size()
+
+
+def _view(buffer: np.ndarray, t: torch.Tensor) -> np.ndarray:
+    """``buffer`` seen through ``t``'s sizes, strides (in elements) and storage offset."""
+    itemsize = buffer.itemsize
+    return as_strided(
+        buffer[t.storage_offset() :],
+        shape=tuple(t.shape),
+        strides=tuple(s * itemsize for s in t.stride()),
+        writeable=True,
+    )
+
+
+def _storage_values(t: torch.Tensor) -> np.ndarray:
+    """The whole storage under ``t`` as float64 (its current, exact values)."""
+    with internal(), torch.no_grad():
+        flat = torch.empty(0, dtype=t.dtype, device=t.device)
+        flat.set_(t.untyped_storage(), 0, (_storage_length(t),), (1,))
+        values: np.ndarray = flat.detach().to("cpu", torch.float64).numpy().copy()
+    return values
+
+
+class BoundsStore:
+    """Weakly keyed map from storages to their :class:`Record`."""
+
+    def __init__(self) -> None:
+        self._records: dict[StorageWeakRef, Record] = {}
+        self._lock = threading.Lock()
+        self._writes = 0
+
+    def record_of(self, t: torch.Tensor) -> Record | None:
+        """The record of ``t``'s storage, or None if tracking never wrote it.
+
+        Raises StaleBoundsError when the storage changed since tracking last wrote it."""
+        key = StorageWeakRef(t.untyped_storage())
+        with self._lock:
+            record = self._records.get(key)
+        if record is None:
+            return None
+        if t._version != record.version:
+            raise StaleBoundsError(
+                f"a tensor of shape {tuple(t.shape)} and dtype {t.dtype} was modified in place "
+                f"after its bounds were recorded (version {record.version} -> {t._version}), "
+                "outside tracking; its bounds no longer hold. Recompute it inside fp.track(), "
+                "or make the in-place change inside the tracked region."
+            )
+        return record
+
+    def read(self, t: torch.Tensor) -> Interval | None:
+        """The enclosure of ``t``'s elements, or None if tracking never wrote its storage."""
+        record = self.record_of(t)
+        if record is None:
+            return None
+        lo = _view(record.lo, t)
+        if record.hi is record.lo:
+            return Interval.point(lo)
+        return Interval(lo, _view(record.hi, t))
+
+    def write(
+        self,
+        t: torch.Tensor,
+        interval: Interval,
+        *,
+        provenance: Provenance,
+        mode: str,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        """Record ``interval`` as the enclosure of ``t``'s elements (just written by an op)."""
+        key = StorageWeakRef(t.untyped_storage())
+        shape = tuple(t.shape)
+        lo = np.broadcast_to(interval.lo, shape)
+        hi = lo if interval.is_point else np.broadcast_to(interval.hi, shape)
+        length = _storage_length(t)
+        whole = t.is_contiguous() and t.storage_offset() == 0 and t.numel() == length
+        with self._lock:
+            record = self._records.get(key)
+        if record is None or whole:
+            if whole:
+                # a copy: a rule's arrays may be views of another record's buffers
+                flat_lo = np.array(lo, dtype=np.float64, order="C").reshape(-1)
+                flat_hi = (
+                    flat_lo
+                    if interval.is_point
+                    else np.array(hi, dtype=np.float64, order="C").reshape(-1)
+                )
+                record = Record(flat_lo, flat_hi, t._version, dtype_format(t.dtype))
+            else:
+                values = _storage_values(t)
+                record = Record(values, values, t._version, dtype_format(t.dtype))
+                self._write_strided(record, t, lo, hi, interval.is_point)
+        else:
+            self._write_strided(record, t, lo, hi, interval.is_point)
+        record.version = t._version
+        record.provenance = provenance
+        record.mode = mode
+        record.notes = notes
+        with self._lock:
+            self._records[key] = record
+            self._writes += 1
+            if self._writes % _PURGE_EVERY == 0:
+                for dead in [k for k in self._records if k.expired()]:
+                    del self._records[dead]
+
+    @staticmethod
+    def _write_strided(record: Record, t: torch.Tensor, lo: np.ndarray, hi: np.ndarray, point: bool) -> None:
+        if record.hi is record.lo and not point:
+            record.hi = record.lo.copy()
+        _view(record.lo, t)[...] = lo
+        if record.hi is not record.lo:
+            _view(record.hi, t)[...] = hi
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(1 for key in self._records if not key.expired())
+
+
+#: The process-wide store. Tracking is per thread; records are per storage.
+STORE = BoundsStore()

@@ -1,0 +1,958 @@
+"""Interval rules for ATen operations (RENDER section III-B, issue 3 "interval rules").
+
+Groups, each with the rule it implements:
+
+* **Exact rearrangements and order-preserving selections** (index, gather, scatter, cat, stack,
+  embedding, pad, flip, sort, amax, relu, ...): the operation is non-decreasing in each floating
+  argument, so it is run on the lower ends and on the upper ends (in float64, Python dispatch
+  disabled). Views need no rule at all: bounds live beside storages (see ``store``).
+* **Correctly rounded arithmetic** (add, sub, mul, div, sqrt, casts): the exact range, rounded
+  outward onto the result format (:mod:`pytest_fpcheck.interval.elementwise`).
+* **Library functions** (exp, log, tanh, erf, sigmoid, ...): the exact range of a monotone
+  function, widened by its documented ULP error in the compute format
+  (``ULP_ERRORS``), then rounded.
+* **Composite element-wise functions** (gelu, silu, elu, softplus, leaky_relu): PyTorch's own
+  formula, step by step in the compute format.
+* **Reductions and products** (sum, mean, var, norm, cumsum, logsumexp, mm, addmm, bmm,
+  convolution): exact range plus gamma_k times the sum of magnitudes, in the accumulation format
+  of :mod:`~pytest_fpcheck.tracking.policy` (:mod:`pytest_fpcheck.interval.linalg`).
+* **Normalisations and softmax**: the exact range by monotonicity where the function is monotone
+  in each input (softmax, log_softmax), else by interval evaluation of the formula; plus an
+  allowance for the rounding of every evaluation order PyTorch uses.
+
+Factories and random fills produce exact inputs (points).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..adapters.torch import dtype_format, internal
+from ..formats import FORMATS, Format
+from ..interval import elementwise as ew
+from ..interval.core import Interval, gamma
+from ..interval.linalg import matmul, reduce_sum
+from ..interval.registry import register_rule
+from ..interval.rounding import down, up
+from .context import RuleContext
+from .policy import matmul_precision
+
+__all__: list[str] = []
+
+_F64 = FORMATS["float64"]
+Array = np.ndarray
+
+
+def _rule(*names: str) -> Callable[[Callable[[RuleContext], Any]], Callable[[RuleContext], Any]]:
+    def register(function: Callable[[RuleContext], Any]) -> Callable[[RuleContext], Any]:
+        for name in names:
+            register_rule(name, function)
+        return function
+
+    return register
+
+
+def _torch(array: Array) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def _dims(dim: Any, ndim: int) -> tuple[int, ...]:
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return tuple(range(ndim))
+    if isinstance(dim, int):
+        dim = [dim]
+    return tuple(sorted(d % max(ndim, 1) for d in dim))
+
+
+# --------------------------------------------------------------------------------------------
+# Points: factories, random fills, uninitialised memory.
+
+
+def _point_outputs(ctx: RuleContext) -> tuple[Interval, ...]:
+    return tuple(Interval.point(ctx.values(t)) for t in ctx.outputs)
+
+
+for _name in (
+    "aten.bernoulli",
+    "aten.uniform",
+    "aten.normal",
+    "aten.random",
+    "aten.exponential",
+    "aten.empty_like",
+    "aten.zeros_like",
+    "aten.ones_like",
+    "aten.full_like",
+    "aten.rand_like",
+    "aten.randn_like",
+    "aten.zero",
+    "aten.fill",
+):
+    register_rule(_name, _point_outputs)
+
+
+# --------------------------------------------------------------------------------------------
+# Order-preserving operations: run the op on the lower ends and on the upper ends.
+
+
+def _swap_floats(value: Any, pick: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(value, torch.Tensor):
+        return pick(value) if dtype_format(value.dtype) is not None else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_swap_floats(v, pick) for v in value)
+    return value
+
+
+def _monotone(ctx: RuleContext) -> Any:
+    """Run the op on float64 lower ends, then on upper ends; booleans must be decided."""
+    for value in _flat(ctx.args) + _flat(list(ctx.kwargs.values())):
+        if isinstance(value, torch.Tensor) and value.dtype == torch.bool:
+            _, decided = ctx.condition(value)
+            if not decided.all():
+                ctx.note("a boolean argument depends on an undecided comparison; the bounds "
+                         "follow the observed outcome")
+    ends: dict[int, Interval] = {}
+
+    def end(index: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        def pick(t: torch.Tensor) -> torch.Tensor:
+            key = id(t)
+            if key not in ends:
+                ends[key] = ctx.interval(t)
+            interval = ends[key]
+            return _torch(interval.lo if index == 0 else interval.hi)
+
+        return pick
+
+    kwargs = {k: v for k, v in ctx.kwargs.items() if k != "out"}
+    with internal(), torch.no_grad():
+        low = ctx.call.func(*_swap_floats(ctx.args, end(0)), **_swap_floats(kwargs, end(0)))
+        all_points = all(i.is_point for i in ends.values())
+        high = low if all_points else ctx.call.func(
+            *_swap_floats(ctx.args, end(1)), **_swap_floats(kwargs, end(1))
+        )
+    lows = low if isinstance(low, (tuple, list)) else (low,)
+    highs = high if isinstance(high, (tuple, list)) else (high,)
+    result: list[Interval | None] = []
+    for lo_t, hi_t in zip(lows, highs):
+        if not isinstance(lo_t, torch.Tensor) or dtype_format(lo_t.dtype) is None:
+            result.append(None)
+            continue
+        lo_a = lo_t.to(torch.float64).numpy()
+        result.append(Interval.point(lo_a) if all_points else Interval(lo_a, hi_t.to(torch.float64).numpy()))
+    return tuple(result)
+
+
+def _flat(values: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        out.extend(_flat(v) if isinstance(v, (list, tuple)) else [v])
+    return out
+
+
+for _name in (
+    "aten.clone",
+    "aten.contiguous",
+    "aten.cat",
+    "aten.stack",
+    "aten.index",
+    "aten.index_select",
+    "aten.gather",
+    "aten.take",
+    "aten.take_along_dim",
+    "aten.embedding",
+    "aten.repeat",
+    "aten.tile",
+    "aten.flip",
+    "aten.roll",
+    "aten.tril",
+    "aten.triu",
+    "aten.constant_pad_nd",
+    "aten.reflection_pad1d",
+    "aten.reflection_pad2d",
+    "aten.replication_pad1d",
+    "aten.replication_pad2d",
+    "aten.scatter",
+    "aten.slice_scatter",
+    "aten.select_scatter",
+    "aten.diagonal_scatter",
+    "aten.index_put",
+    "aten.masked_scatter",
+    "aten.expand_copy",
+    "aten.permute_copy",
+    "aten.unfold_copy",
+    "aten.diag_embed",
+    "aten.sort",
+    "aten.topk",
+    "aten.amax",
+    "aten.amin",
+    "aten.max",
+    "aten.min",
+    "aten.maximum",
+    "aten.minimum",
+    "aten.fmax",
+    "aten.fmin",
+    "aten.cummax",
+    "aten.cummin",
+    "aten.relu",
+    "aten.hardtanh",
+    "aten.clamp",
+    "aten.clamp_min",
+    "aten.clamp_max",
+    "aten.floor",
+    "aten.ceil",
+    "aten.trunc",
+    "aten.round",
+    "aten.alias_copy",
+    "aten.lift_fresh_copy",
+    "aten.max_pool2d_with_indices",
+    "aten.max_pool1d",
+    "aten.max_pool2d",
+    "aten.adaptive_max_pool2d",
+):
+    register_rule(_name, _monotone)
+
+
+@_rule("aten.where")
+def _where(ctx: RuleContext) -> Interval:
+    condition, decided = ctx.condition(ctx.arg(0, "condition"))
+    a, b = ctx.operand(ctx.arg(1, "self")), ctx.operand(ctx.arg(2, "other"))
+    return ew.where(condition, decided, a, b)
+
+
+@_rule("aten.masked_fill")
+def _masked_fill(ctx: RuleContext) -> Interval:
+    condition, decided = ctx.condition(ctx.arg(1, "mask"))
+    return ew.where(condition, decided, ctx.operand(ctx.arg(2, "value")), ctx.interval(ctx.args[0]))
+
+
+def _compare(ctx: RuleContext) -> Interval:
+    """A comparison's result is exact where the intervals decide it, [0, 1] where not."""
+    a, b = ctx.interval(ctx.args[0]), ctx.interval(ctx.args[1])
+    op = ctx.call.packet.split(".")[-1].rstrip("_")
+    with np.errstate(invalid="ignore"):
+        if op in ("gt", "lt"):
+            x, y = (a, b) if op == "gt" else (b, a)
+            sure, never = x.lo > y.hi, x.hi <= y.lo
+        elif op in ("ge", "le"):
+            x, y = (a, b) if op == "ge" else (b, a)
+            sure, never = x.lo >= y.hi, x.hi < y.lo
+        else:
+            point = (a.lo == a.hi) & (b.lo == b.hi) & (a.lo == b.lo)
+            apart = (a.hi < b.lo) | (b.hi < a.lo)
+            sure, never = (point, apart) if op == "eq" else (apart, point)
+    value = ctx.values(ctx.outputs[0])
+    decided = sure | never
+    if decided.all():
+        return Interval.point(value)
+    return Interval(np.where(decided, value, 0.0), np.where(decided, value, 1.0))
+
+
+for _name in ("aten.gt", "aten.lt", "aten.ge", "aten.le", "aten.eq", "aten.ne"):
+    register_rule(_name, _compare)
+
+
+@_rule("aten.logical_not", "aten.bitwise_not")
+def _logical_not(ctx: RuleContext) -> Interval:
+    a = ctx.interval(ctx.args[0])
+    return Interval.point(1 - a.lo) if a.is_point else Interval(1 - a.hi, 1 - a.lo)
+
+
+@_rule("aten.logical_and", "aten.logical_or", "aten.bitwise_and", "aten.bitwise_or")
+def _logical(ctx: RuleContext) -> Interval:
+    a, b = ctx.interval(ctx.args[0]), ctx.interval(ctx.args[1])
+    combine = np.minimum if ctx.call.packet.endswith("and") else np.maximum
+    return Interval(combine(a.lo, b.lo), combine(a.hi, b.hi))
+
+
+# --------------------------------------------------------------------------------------------
+# Casts and copies.
+
+
+@_rule("aten._to_copy", "aten.to")
+def _to_copy(ctx: RuleContext) -> Interval | None:
+    if dtype_format(ctx.outputs[0].dtype) is None:
+        return None
+    return ctx.interval(ctx.args[0]).to_format(ctx.fmt)
+
+
+@_rule("aten.copy")
+def _copy(ctx: RuleContext) -> Interval:
+    return ctx.interval(ctx.args[1]).to_format(ctx.fmt)
+
+
+# --------------------------------------------------------------------------------------------
+# Arithmetic.
+
+
+def _scaled(ctx: RuleContext, x: Any, alpha: Any) -> Interval:
+    operand = ctx.operand(x)
+    if alpha is None or alpha == 1:
+        return operand
+    return ew.mul(operand, ctx.operand(alpha, ctx.compute), ctx.compute, operand_bits=64)
+
+
+@_rule("aten.add", "aten.sub", "aten.rsub")
+def _add(ctx: RuleContext) -> Interval:
+    a, b = ctx.arg(0, "self"), ctx.arg(1, "other")
+    if ctx.call.packet == "aten.rsub":
+        a, b = b, a
+    right = _scaled(ctx, b, ctx.kwargs.get("alpha", ctx.args[2] if len(ctx.args) > 2 else None))
+    left = ctx.operand(a)
+    if ctx.call.packet == "aten.add":
+        return ew.add(left, right, ctx.fmt)
+    return ew.sub(left, right, ctx.fmt)
+
+
+@_rule("aten.mul")
+def _mul(ctx: RuleContext) -> Interval:
+    a, b = ctx.arg(0, "self"), ctx.arg(1, "other")
+    return ew.mul(ctx.operand(a), ctx.operand(b), ctx.fmt, operand_bits=ctx.operand_bits(a, b))
+
+
+@_rule("aten.div")
+def _div(ctx: RuleContext) -> Interval:
+    quotient = ew.div(ctx.operand(ctx.arg(0, "self")), ctx.operand(ctx.arg(1, "other")), ctx.compute)
+    mode = ctx.kwargs.get("rounding_mode")
+    if mode is not None:
+        integral = np.trunc if mode == "trunc" else np.floor
+        quotient = Interval(integral(quotient.lo), integral(quotient.hi))
+    return quotient.to_format(ctx.fmt)
+
+
+@_rule("aten.reciprocal")
+def _reciprocal(ctx: RuleContext) -> Interval:
+    return ew.div(Interval.point(np.asarray(1.0)), ctx.operand(ctx.args[0]), ctx.fmt)
+
+
+@_rule("aten.neg")
+def _neg(ctx: RuleContext) -> Interval:
+    return ew.negate(ctx.interval(ctx.args[0]))
+
+
+@_rule("aten.abs")
+def _abs(ctx: RuleContext) -> Interval:
+    return ew.absolute(ctx.interval(ctx.args[0]))
+
+
+@_rule("aten.sqrt")
+def _sqrt(ctx: RuleContext) -> Interval:
+    return ew.sqrt(ctx.operand(ctx.args[0]), ctx.fmt)
+
+
+def _library(name: str, function: Callable[[Array], Array], *, increasing: bool = True) -> None:
+    def rule(ctx: RuleContext) -> Interval:
+        return ew.library_function(
+            function, ctx.operand(ctx.args[0]), ctx.fmt, ctx.compute, ew.ULP_ERRORS[name],
+            increasing=increasing,
+        )
+
+    register_rule(f"aten.{name}", rule)
+
+
+def _erf(x: Array) -> Array:
+    from scipy.special import erf
+
+    result: Array = erf(x)
+    return result
+
+
+def _sigmoid(x: Array) -> Array:
+    from scipy.special import expit
+
+    result: Array = expit(x)
+    return result
+
+
+ew.ULP_ERRORS.setdefault("sigmoid", 4.0)  # exp (2) + add and reciprocal (1/2 each), rounded up
+_library("exp", np.exp)
+_library("exp2", np.exp2)
+_library("expm1", np.expm1)
+_library("log", np.log)
+_library("log2", np.log2)
+_library("log1p", np.log1p)
+_library("tanh", np.tanh)
+_library("erf", _erf)
+_library("sigmoid", _sigmoid)
+_library("rsqrt", lambda x: 1.0 / np.sqrt(x), increasing=False)
+
+
+def _c(ctx: RuleContext, value: float) -> Interval:
+    """A constant as the compute format holds it."""
+    return Interval.point(np.asarray(float(value))).to_format(ctx.compute)
+
+
+def _power_chain(x: Array, p: int, fmt: Format) -> Interval:
+    """[x^p rounded down, x^p rounded up] through p - 1 multiplications in ``fmt``."""
+    point = Interval.point(x)
+    result = point
+    for _ in range(p - 1):
+        result = ew.mul(result, point, fmt, operand_bits=64)
+    return result
+
+
+@_rule("aten.pow")
+def _pow(ctx: RuleContext) -> Interval:
+    """Integer exponents: PyTorch multiplies (x*x, x*x*x, repeated squaring), so the result
+    lies between the endpoint powers computed with p - 1 outward-rounded products (x^p is
+    monotone in x for odd p, in |x| for even p). Other exponents: std::pow, a library function
+    of non-negative bases."""
+    base, exponent = ctx.arg(0, "self"), ctx.arg(1, "exponent")
+    if isinstance(exponent, torch.Tensor) or not isinstance(base, torch.Tensor):
+        raise_unsupported(ctx, "pow with a tensor exponent or a scalar base")
+    a = ctx.operand(base)
+    p = float(exponent)
+    if p == 0:
+        return Interval.point(np.ones(a.shape))
+    if p.is_integer() and 0 < p <= 64:
+        n = int(p)
+        ends = ew.absolute(a) if n % 2 == 0 else a
+        low = _power_chain(ends.lo, n, ctx.compute)
+        high = low if ends.is_point else _power_chain(ends.hi, n, ctx.compute)
+        return Interval(low.lo, high.hi).to_format(ctx.fmt)
+    if p == 0.5:
+        return ew.sqrt(a, ctx.fmt)
+    with np.errstate(invalid="ignore"):
+        positive = Interval(np.where(a.lo < 0, np.nan, a.lo), np.where(a.hi < 0, np.nan, a.hi))
+    return ew.library_function(
+        lambda x: np.power(x, p), positive, ctx.fmt, ctx.compute, ew.ULP_ERRORS["pow"],
+        increasing=p > 0,
+    )
+
+
+def raise_unsupported(ctx: RuleContext, what: str) -> None:
+    from ..errors import UnsupportedOperation
+
+    raise UnsupportedOperation(ctx.call.name, where=ctx.call.site, how=f"{what} has no rule yet")
+
+
+# --------------------------------------------------------------------------------------------
+# Composite element-wise functions: PyTorch's formula, each step rounded in the compute format.
+
+
+def _where_positive(a: Interval, positive: Interval, negative: Interval) -> Interval:
+    """x > 0 ? positive : negative, the hull where the sign of x is undecided."""
+    condition = a.lo > 0
+    decided = (a.lo > 0) | (a.hi <= 0)
+    return ew.where(condition, decided, positive, negative)
+
+
+@_rule("aten.gelu")
+def _gelu(ctx: RuleContext) -> Interval:
+    """none: x * 0.5 * (1 + erf(x * M_SQRT1_2)); tanh: 0.5 * x * (1 + tanh(sqrt(2/pi) *
+    (x + 0.044715 * x^3))) (ATen's GeluKernel)."""
+    c = ctx.compute
+    x = ctx.operand(ctx.args[0], c)
+    one = _c(ctx, 1.0)
+    if ctx.kwargs.get("approximate", "none") == "tanh":
+        cube = ew.mul(ew.mul(x, x, c, operand_bits=64), x, c, operand_bits=64)
+        inner = ew.add(x, ew.mul(_c(ctx, 0.044715), cube, c, operand_bits=64), c)
+        inner = ew.mul(_c(ctx, math.sqrt(2 / math.pi)), inner, c, operand_bits=64)
+        t = ew.library_function(np.tanh, inner, c, c, ew.ULP_ERRORS["tanh"])
+        half_x = ew.mul(_c(ctx, 0.5), x, c, operand_bits=64)
+        return ew.mul(half_x, ew.add(one, t, c), ctx.fmt, operand_bits=64)
+    scaled = ew.mul(x, _c(ctx, math.sqrt(0.5)), c, operand_bits=64)
+    e = ew.library_function(_erf, scaled, c, c, ew.ULP_ERRORS["erf"])
+    half_x = ew.mul(x, _c(ctx, 0.5), c, operand_bits=64)
+    return ew.mul(half_x, ew.add(one, e, c), ctx.fmt, operand_bits=64)
+
+
+@_rule("aten.silu")
+def _silu(ctx: RuleContext) -> Interval:
+    """x / (1 + exp(-x))."""
+    c = ctx.compute
+    x = ctx.operand(ctx.args[0], c)
+    e = ew.library_function(np.exp, ew.negate(x), c, c, ew.ULP_ERRORS["exp"])
+    return ew.div(x, ew.add(_c(ctx, 1.0), e, c), ctx.fmt)
+
+
+@_rule("aten.elu")
+def _elu(ctx: RuleContext) -> Interval:
+    """x > 0 ? scale * x : alpha * scale * expm1(x * input_scale)."""
+    c = ctx.compute
+    alpha, scale, input_scale = (float(ctx.arg(i, n, 1.0)) for i, n in ((1, "alpha"), (2, "scale"), (3, "input_scale")))
+    x = ctx.operand(ctx.args[0], c)
+    positive = ew.mul(x, _c(ctx, scale), c, operand_bits=64) if scale != 1 else x
+    inner = ew.mul(x, _c(ctx, input_scale), c, operand_bits=64) if input_scale != 1 else x
+    em1 = ew.library_function(np.expm1, inner, c, c, ew.ULP_ERRORS["expm1"])
+    negative = ew.mul(em1, _c(ctx, alpha * scale), c, operand_bits=64)
+    return _where_positive(x, positive, negative).to_format(ctx.fmt)
+
+
+@_rule("aten.leaky_relu")
+def _leaky_relu(ctx: RuleContext) -> Interval:
+    """x > 0 ? x : x * negative_slope."""
+    x = ctx.operand(ctx.args[0], ctx.compute)
+    slope = float(ctx.arg(1, "negative_slope", 0.01))
+    negative = ew.mul(x, _c(ctx, slope), ctx.compute, operand_bits=64)
+    return _where_positive(x, x, negative).to_format(ctx.fmt)
+
+
+@_rule("aten.softplus")
+def _softplus(ctx: RuleContext) -> Interval:
+    """(x * beta) > threshold ? x : log1p(exp(x * beta)) / beta."""
+    c = ctx.compute
+    beta, threshold = float(ctx.arg(1, "beta", 1.0)), float(ctx.arg(2, "threshold", 20.0))
+    x = ctx.operand(ctx.args[0], c)
+    bx = ew.mul(x, _c(ctx, beta), c, operand_bits=64) if beta != 1 else x
+    soft = ew.library_function(np.exp, bx, c, c, ew.ULP_ERRORS["exp"])
+    soft = ew.library_function(np.log1p, soft, c, c, ew.ULP_ERRORS["log1p"])
+    if beta != 1:
+        soft = ew.div(soft, _c(ctx, beta), c)
+    linear_side = bx.lo > threshold
+    decided = linear_side | (bx.hi <= threshold)
+    return ew.where(linear_side, decided, x, soft).to_format(ctx.fmt)
+
+
+# --------------------------------------------------------------------------------------------
+# Reductions.
+
+
+def _sum_factor(ctx: RuleContext, accumulate: Format) -> Callable[[int], float]:
+    u = accumulate.unit_roundoff
+    return lambda n: ctx.sums.factor(n, u)
+
+
+def _reduce_args(ctx: RuleContext, x: torch.Tensor) -> tuple[tuple[int, ...], bool]:
+    dim = ctx.arg(1, "dim")
+    keepdim = bool(ctx.arg(2, "keepdim", False))
+    return _dims(dim, x.dim()), keepdim
+
+
+@_rule("aten.sum")
+def _sum(ctx: RuleContext) -> Interval:
+    x = ctx.args[0]
+    axes, keepdim = _reduce_args(ctx, x)
+    source = dtype_format(x.dtype) or _F64
+    accumulate = ctx.compute if ctx.compute.precision >= source.precision else source
+    return reduce_sum(ctx.interval(x), axes, keepdim, ctx.fmt, _sum_factor(ctx, accumulate))
+
+
+@_rule("aten.mean")
+def _mean(ctx: RuleContext) -> Interval:
+    x = ctx.args[0]
+    axes, keepdim = _reduce_args(ctx, x)
+    c = ctx.compute
+    total = reduce_sum(ctx.interval(x), axes, keepdim, c, _sum_factor(ctx, c))
+    n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    return ew.div(total, Interval.point(np.asarray(float(n))), ctx.fmt)
+
+
+@_rule("aten.prod")
+def _prod(ctx: RuleContext) -> Interval:
+    """The exact range by sequential interval products (outward in float64), widened by
+    gamma_{n-1} of the compute format times the largest magnitude (any order)."""
+    x = ctx.args[0]
+    dim = ctx.arg(1, "dim")
+    keepdim = bool(ctx.arg(2, "keepdim", False))
+    axes = _dims(dim, x.dim())
+    a = ctx.interval(x)
+    lo = np.moveaxis(a.lo, axes, tuple(range(len(axes)))).reshape(-1, *[s for i, s in enumerate(a.shape) if i not in axes])
+    hi = np.moveaxis(a.hi, axes, tuple(range(len(axes)))).reshape(lo.shape)
+    n = lo.shape[0]
+    acc = Interval.point(np.ones(lo.shape[1:]))
+    for i in range(n):
+        acc = ew.mul(acc, Interval(lo[i], hi[i]), _F64)
+    g = gamma(n - 1, ctx.compute.unit_roundoff)
+    result = acc.widen(up(acc.magnitude() * g) if n > 1 else 0.0)
+    if keepdim:
+        result = result.map(lambda v: np.expand_dims(v, axes))
+    return result.to_format(ctx.fmt)
+
+
+def _moments(ctx: RuleContext, a: Interval, axes: tuple[int, ...], correction: float) -> tuple[Interval, Interval]:
+    """(mean, variance) enclosures over ``axes`` (keepdims), for any of the algorithms PyTorch
+    uses (two-pass, Welford): the exact values over the box by interval evaluation of the
+    two-pass formula in float64, widened for rounding by 2 gamma_{2n} sum(x^2) (Chan, Golub and
+    LeVeque 1983: the textbook algorithm's bound, which dominates Welford's and two-pass's) and
+    the mean by gamma_n sum|x| / n."""
+    c = ctx.compute
+    n = int(np.prod([a.shape[i] for i in axes]))
+    total = reduce_sum(a, axes, True, _F64, lambda k: gamma(k - 1, c.unit_roundoff))
+    mean = ew.div(total, Interval.point(np.asarray(float(n))), _F64)
+    deviation = ew.sub(a, mean, _F64)
+    square = ew.mul(ew.absolute(deviation), ew.absolute(deviation), _F64)
+    squares = reduce_sum(square, axes, True, _F64, lambda k: 0.0)
+    magnitude = a.magnitude()
+    energy = np.sum(magnitude * magnitude, axis=axes, keepdims=True)
+    squares = squares.widen(up(up(energy * (1 + 2**-40)) * 2 * gamma(2 * n + 2, c.unit_roundoff)))
+    squares = Interval(np.maximum(squares.lo, 0.0), squares.hi)
+    divisor = max(n - correction, 0.0)
+    variance = ew.div(squares, Interval.point(np.asarray(divisor)), _F64)
+    return mean.to_format(c), variance.to_format(c)
+
+
+def _correction(ctx: RuleContext) -> float:
+    correction = ctx.kwargs.get("correction")
+    if correction is None:
+        unbiased = ctx.kwargs.get("unbiased", ctx.args[2] if len(ctx.args) > 2 and isinstance(ctx.args[2], bool) else True)
+        return 1.0 if unbiased else 0.0
+    return float(correction)
+
+
+@_rule("aten.var", "aten.std")
+def _var(ctx: RuleContext) -> Interval:
+    x = ctx.args[0]
+    axes = _dims(ctx.arg(1, "dim"), x.dim())
+    keepdim = bool(ctx.kwargs.get("keepdim", False))
+    _, variance = _moments(ctx, ctx.interval(x), axes, _correction(ctx))
+    if ctx.call.packet == "aten.std":
+        variance = ew.sqrt(variance, ctx.compute)
+    if not keepdim:
+        variance = variance.map(lambda v: np.squeeze(v, axis=axes))
+    return variance.to_format(ctx.fmt)
+
+
+@_rule("aten.linalg_vector_norm", "aten.norm")
+def _vector_norm(ctx: RuleContext) -> Interval:
+    """ord 2: sqrt(sum x^2); ord 1: sum |x|; ord +-inf: max / min |x| (exact); other ord p:
+    (sum |x|^p)^(1/p) with std::pow's error."""
+    x = ctx.args[0]
+    order = float(ctx.arg(1, "ord", 2))
+    axes = _dims(ctx.arg(2, "dim"), x.dim())
+    keepdim = bool(ctx.arg(3, "keepdim", False))
+    c = ctx.compute
+    magnitude = ew.absolute(ctx.operand(x, c))
+    if math.isinf(order):
+        pick = np.max if order > 0 else np.min
+        return Interval(pick(magnitude.lo, axis=axes, keepdims=keepdim), pick(magnitude.hi, axis=axes, keepdims=keepdim)).to_format(ctx.fmt)
+    factor = _sum_factor(ctx, c)
+    if order == 1:
+        return reduce_sum(magnitude, axes, keepdim, ctx.fmt, factor)
+    if order == 2:
+        squares = ew.mul(magnitude, magnitude, c, operand_bits=64)
+        return ew.sqrt(reduce_sum(squares, axes, keepdim, c, factor), ctx.fmt)
+    powered = ew.library_function(lambda v: np.power(v, order), magnitude, c, c, ew.ULP_ERRORS["pow"], increasing=order > 0)
+    total = reduce_sum(powered, axes, keepdim, c, factor)
+    return ew.library_function(lambda v: np.power(v, 1 / order), total, ctx.fmt, c, ew.ULP_ERRORS["pow"], increasing=order > 0)
+
+
+@_rule("aten.logsumexp")
+def _logsumexp(ctx: RuleContext) -> Interval:
+    """m + log(sum(exp(x - m))), m the maximum (ATen's logsumexp), in the compute format."""
+    x = ctx.args[0]
+    axes = _dims(ctx.arg(1, "dim"), x.dim())
+    keepdim = bool(ctx.arg(2, "keepdim", False))
+    c = ctx.compute
+    a = ctx.operand(x, c)
+    shift = Interval(np.max(a.lo, axis=axes, keepdims=True), np.max(a.hi, axis=axes, keepdims=True))
+    shift = Interval(np.where(np.isinf(shift.lo), 0.0, shift.lo), np.where(np.isinf(shift.hi), 0.0, shift.hi))
+    e = ew.library_function(np.exp, ew.sub(a, shift, c), c, c, ew.ULP_ERRORS["exp"])
+    total = reduce_sum(e, axes, True, c, _sum_factor(ctx, c))
+    result = ew.add(ew.library_function(np.log, total, c, c, ew.ULP_ERRORS["log"]), shift, c)
+    if not keepdim:
+        result = result.map(lambda v: np.squeeze(v, axis=axes))
+    return result.to_format(ctx.fmt)
+
+
+@_rule("aten.cumsum")
+def _cumsum(ctx: RuleContext) -> Interval:
+    """Position i sums i + 1 terms: exact range of the prefix sums, widened by gamma_i times the
+    prefix sum of magnitudes, in the accumulation format."""
+    x = ctx.args[0]
+    axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
+    c = ctx.compute
+    a = ctx.interval(x)
+    n = a.shape[axis] if a.shape else 1
+    factors = np.array([ctx.sums.factor(i + 1, c.unit_roundoff) + 2 * gamma(i + 2, 2.0**-53) for i in range(n)])
+    shape = [1] * len(a.shape)
+    if shape:
+        shape[axis] = n
+    factors = factors.reshape(shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        spread = up(np.cumsum(a.magnitude(), axis=axis) * factors * (1 + 2**-40))
+        lo = down(np.cumsum(a.lo, axis=axis) - spread)
+        hi = up(np.cumsum(a.hi, axis=axis) + spread)
+    return Interval(lo, hi).to_format(ctx.fmt)
+
+
+# --------------------------------------------------------------------------------------------
+# Softmax and log-softmax.
+
+
+def _softmax_pieces(ctx: RuleContext, a: Interval, axis: int) -> tuple[Interval, Array, Array]:
+    """(exact softmax enclosure, largest |x_i - m| per row, row length)."""
+    top = np.max(a.hi, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        # exp of a float64 difference: the difference's rounding (|d| 2**-53) and exp's own
+        d_lo, d_hi = a.lo - top, a.hi - top
+        e_lo = np.exp(d_lo) * (1 - (np.abs(d_lo) + 8) * 2.0**-51)
+        e_hi = np.exp(d_hi) * (1 + (np.abs(d_hi) + 8) * 2.0**-51)
+        total_hi = np.sum(e_hi, axis=axis, keepdims=True) * (1 + 2**-40)
+        total_lo = np.sum(e_lo, axis=axis, keepdims=True) * (1 - 2**-40)
+        low = e_lo / (e_lo + (total_hi - e_hi) * (1 + 2**-40) + 0.0)
+        high = e_hi / (e_hi + np.maximum(total_lo - e_lo, 0.0) * (1 - 2**-40))
+        spread = np.max(a.hi, axis=axis, keepdims=True) - np.min(a.lo, axis=axis, keepdims=True)
+    exact = Interval(np.where(np.isnan(low), 0.0, down(low)), np.where(np.isnan(high), 1.0, np.minimum(up(high), 1.0)))
+    return exact, spread, np.asarray(a.shape[axis] if a.shape else 1)
+
+
+@_rule("aten._softmax", "aten._safe_softmax", "aten.softmax")
+def _softmax(ctx: RuleContext) -> Interval:
+    """Exact range by monotonicity (softmax_i increases in x_i, decreases in the others), then
+    the rounding of exp(x - m) / sum: each factor within [1/F, F], F = a^2 (1 + gamma_n)(1 + u),
+    a = exp(R u)(1 + k eps), R the row's spread, k exp's ULP error (RENDER section III-C-2
+    gives the exact-range part as an approximation; here it is rigorous)."""
+    x = ctx.args[0]
+    axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
+    c = ctx.compute
+    a = ctx.operand(x, c)
+    exact, spread, n = _softmax_pieces(ctx, a, axis)
+    u = c.unit_roundoff
+    with np.errstate(over="ignore", invalid="ignore"):
+        per_exp = np.exp(spread * u * (1 + 2**-40)) * (1 + ew.ULP_ERRORS["exp"] * c.eps)
+        factor = per_exp * per_exp * (1 + ctx.sums.factor(int(n), u)) * (1 + u) * (1 + 2**-40)
+        tiny = 4 * (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
+        lo = down(exact.lo / factor - tiny)
+        hi = up(exact.hi * factor + tiny)
+        lo = np.where(np.isnan(lo), -np.inf, np.maximum(lo, 0.0))
+        hi = np.where(np.isnan(hi), np.inf, hi)
+    return Interval(lo, hi).to_format(ctx.fmt)
+
+
+@_rule("aten._log_softmax", "aten.log_softmax")
+def _log_softmax(ctx: RuleContext) -> Interval:
+    """(x_i - m) - log(sum exp(x_j - m)): exact range by monotonicity, then the absolute
+    rounding allowance u R + log(F) + k_log ulp(log s) + u |result| (see _softmax for F)."""
+    x = ctx.args[0]
+    axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
+    c = ctx.compute
+    a = ctx.operand(x, c)
+    top = np.max(a.hi, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    u = c.unit_roundoff
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
+        e_lo = np.exp(a.lo - top)
+        e_hi = np.exp(a.hi - top)
+        total_hi = np.sum(e_hi, axis=axis, keepdims=True)
+        total_lo = np.sum(e_lo, axis=axis, keepdims=True)
+        low = (a.lo - top) - np.log(e_lo + (total_hi - e_hi))
+        high = (a.hi - top) - np.log(e_hi + np.maximum(total_lo - e_lo, 0.0))
+        spread = np.max(a.hi, axis=axis, keepdims=True) - np.min(a.lo, axis=axis, keepdims=True)
+        n = a.shape[axis] if a.shape else 1
+        per_exp = np.exp(spread * u * (1 + 2**-40)) * (1 + ew.ULP_ERRORS["exp"] * c.eps)
+        log_f = np.log(per_exp * (1 + ctx.sums.factor(n, u))) * (1 + 2**-40)
+        log_s = np.maximum(np.abs(np.log(total_hi)), np.abs(np.log(np.maximum(total_lo, 1e-300))))
+        magnitude = np.maximum(np.abs(low), np.abs(high))
+        allowance = (
+            u * spread
+            + log_f
+            + ew.ULP_ERRORS["log"] * (c.eps * log_s + c.smallest_subnormal)
+            + u * magnitude
+            + 2**-48 * (magnitude + spread + log_s)
+        )
+        lo = down(low - allowance)
+        hi = up(high + allowance)
+    return Interval(np.where(np.isnan(lo), -np.inf, lo), np.where(np.isnan(hi), np.inf, hi)).to_format(ctx.fmt)
+
+
+# --------------------------------------------------------------------------------------------
+# Normalisations: (x - mean) * rstd * weight + bias.
+
+
+def _affine_normalise(
+    ctx: RuleContext, a: Interval, mean: Interval, rstd: Interval, weight: Interval | None, bias: Interval | None
+) -> Interval:
+    """The exact range of (x - mean) * rstd * w + b over the boxes, in float64, plus an
+    allowance of 6 u (|x| + |mean|) |rstd w| + 2 u |b| (+ tiny) that covers both evaluation
+    orders ATen uses: ((x - mean) * rstd) * w + b, and x * (rstd w) + (b - mean rstd w)."""
+    c = ctx.compute
+    centred = ew.sub(a, mean, _F64)
+    scaled = ew.mul(centred, rstd, _F64)
+    if weight is not None:
+        scaled = ew.mul(scaled, weight, _F64)
+    if bias is not None:
+        scaled = ew.add(scaled, bias, _F64)
+    scale = rstd.magnitude() * (weight.magnitude() if weight is not None else 1.0)
+    allowance = 6 * c.unit_roundoff * (a.magnitude() + mean.magnitude()) * scale
+    if bias is not None:
+        allowance = allowance + 2 * c.unit_roundoff * bias.magnitude()
+    allowance = up(allowance * (1 + 2**-40) + 8 * c.smallest_subnormal)
+    return scaled.widen(allowance).to_format(ctx.fmt)
+
+
+def _optional(ctx: RuleContext, x: Any) -> Interval | None:
+    return None if x is None else ctx.operand(x, ctx.compute)
+
+
+@_rule("aten.native_layer_norm")
+def _layer_norm(ctx: RuleContext) -> tuple[Interval, Interval, Interval]:
+    x, shape, weight, bias, eps = (ctx.arg(i, n) for i, n in enumerate(("input", "normalized_shape", "weight", "bias", "eps")))
+    axes = tuple(range(x.dim() - len(shape), x.dim()))
+    a = ctx.operand(x, ctx.compute)
+    mean, variance = _moments(ctx, a, axes, 0.0)
+    rstd = _rstd(ctx, variance, float(eps))
+    out = _affine_normalise(ctx, a, mean, rstd, _optional(ctx, weight), _optional(ctx, bias))
+    return out, mean, rstd
+
+
+def _rstd(ctx: RuleContext, variance: Interval, eps: float) -> Interval:
+    """1 / sqrt(var + eps) in the compute format (rsqrt, or 1 / sqrt: both within rsqrt's
+    allowance)."""
+    c = ctx.compute
+    shifted = ew.add(variance, _c(ctx, eps), c)
+    return ew.library_function(lambda v: 1.0 / np.sqrt(v), shifted, c, c, ew.ULP_ERRORS["rsqrt"], increasing=False)
+
+
+@_rule("aten.native_group_norm")
+def _group_norm(ctx: RuleContext) -> tuple[Interval, Interval, Interval]:
+    x, weight, bias, n, channels, hw, groups, eps = (ctx.arg(i, name) for i, name in enumerate(("input", "weight", "bias", "N", "C", "HxW", "group", "eps")))
+    a = ctx.operand(x, ctx.compute)
+    grouped = a.map(lambda v: v.reshape(n, groups, -1))
+    mean, variance = _moments(ctx, grouped, (2,), 0.0)
+    rstd = _rstd(ctx, variance, float(eps))
+    per_channel = channels // groups
+
+    def expand(v: Array) -> Array:
+        return np.repeat(v, per_channel, axis=1).reshape(n, channels, 1)
+
+    flat = a.map(lambda v: v.reshape(n, channels, -1))
+    w = _optional(ctx, weight)
+    b = _optional(ctx, bias)
+    out = _affine_normalise(
+        ctx, flat, mean.map(expand), rstd.map(expand),
+        w.map(lambda v: v.reshape(1, channels, 1)) if w is not None else None,
+        b.map(lambda v: v.reshape(1, channels, 1)) if b is not None else None,
+    )
+    shape = tuple(x.shape)
+    return out.map(lambda v: v.reshape(shape)), mean.map(lambda v: v.reshape(n, groups)).to_format(ctx.fmt), rstd.map(lambda v: v.reshape(n, groups)).to_format(ctx.fmt)
+
+
+@_rule("aten.native_batch_norm", "aten._native_batch_norm_legit_no_training")
+def _batch_norm(ctx: RuleContext) -> Any:
+    """Evaluation mode: (x - running_mean) / sqrt(running_var + eps) * w + b, per channel."""
+    x, weight, bias, running_mean, running_var = (ctx.arg(i, n) for i, n in enumerate(("input", "weight", "bias", "running_mean", "running_var")))
+    no_training = ctx.call.packet == "aten._native_batch_norm_legit_no_training"
+    training = False if no_training else bool(ctx.arg(5, "training"))
+    eps = float(ctx.arg(6 if no_training else 7, "eps"))
+    if training:
+        raise_unsupported(ctx, "batch_norm in training mode")
+    shape = (1, x.shape[1]) + (1,) * (x.dim() - 2)
+
+    def per_channel(t: Any) -> Interval | None:
+        enclosure = _optional(ctx, t)
+        return None if enclosure is None else enclosure.map(lambda v: v.reshape(shape))
+
+    mean, variance = per_channel(running_mean), per_channel(running_var)
+    assert mean is not None and variance is not None
+    rstd = _rstd(ctx, variance, eps)
+    out = _affine_normalise(ctx, ctx.operand(x, ctx.compute), mean, rstd, per_channel(weight), per_channel(bias))
+    return (out, *(None for _ in ctx.outputs[1:]))
+
+
+# --------------------------------------------------------------------------------------------
+# Matrix products and convolutions.
+
+
+def _matmul_setup(ctx: RuleContext, k: int, extra_terms: int = 0) -> tuple[float, Format]:
+    precision = matmul_precision(ctx.fmt, ctx.device)
+    acc = precision.accumulate
+    u = acc.eps if precision.faithful else acc.unit_roundoff
+    source_bits = ctx.fmt.precision if precision.inputs is None else precision.inputs.precision
+    exact_products = 2 * source_bits <= acc.precision
+    factor = ctx.sums.dot_factor(k + extra_terms, u, products_exact=exact_products)
+    if precision.inputs is not None:
+        e = precision.inputs.eps
+        factor = up(np.asarray((1 + factor) * (1 + 2 * e + e * e) - 1)).item()
+        ctx.note(f"inputs rounded to {precision.inputs.name} before the products")
+    return float(factor), acc
+
+
+def _product(ctx: RuleContext, a: Interval, b: Interval, k: int, addend: Interval | None = None, product: Callable[[Array, Array], Array] = np.matmul) -> Interval:
+    factor, acc = _matmul_setup(ctx, k, 1 if addend is not None else 0)
+    if addend is None:
+        return matmul(a, b, ctx.fmt, factor=factor, accumulate=acc, product=product, k=k)
+    # addend + A B: one more term in the same accumulation; evaluate A B unrounded, then add
+    # the addend with the same factor applied to its magnitude.
+    inner = matmul(a, b, _F64, factor=factor, accumulate=acc, product=product, k=k + 1)
+    spread = up(addend.magnitude() * factor * (1 + 2**-40))
+    return ew.add(inner, addend, _F64).widen(spread).to_format(ctx.fmt)
+
+
+def _scale(ctx: RuleContext, a: Interval, factor: Any) -> Interval:
+    if factor is None or float(factor) == 1.0:
+        return a
+    return ew.mul(a, Interval.point(np.asarray(float(factor))), _F64)
+
+
+@_rule("aten.mm", "aten.bmm", "aten.matmul", "aten.mv", "aten.dot", "aten.vdot")
+def _mm(ctx: RuleContext) -> Interval:
+    a, b = ctx.args[0], ctx.args[1]
+    k = a.shape[-1]
+    return _product(ctx, ctx.operand(a), ctx.operand(b), k)
+
+
+@_rule("aten.addmm", "aten.baddbmm", "aten.addmv", "aten.addbmm")
+def _addmm(ctx: RuleContext) -> Interval:
+    """beta * input + alpha * (m1 @ m2): the scalings are exact-range products, and the k
+    products plus the addend are one accumulation (two more terms cover either place where
+    BLAS may apply alpha and beta)."""
+    addend, m1, m2 = ctx.args[0], ctx.args[1], ctx.args[2]
+    beta, alpha = ctx.kwargs.get("beta", 1), ctx.kwargs.get("alpha", 1)
+    k = m1.shape[-1]
+    left = _scale(ctx, ctx.operand(m1), alpha)
+    shifted = _scale(ctx, ctx.operand(addend), beta)
+    extra = 0 if (float(alpha) == 1 and float(beta) == 1) else 2
+    factor, acc = _matmul_setup(ctx, k, 1 + extra)
+    inner = matmul(left, ctx.operand(m2), _F64, factor=factor, accumulate=acc, k=k + 1 + extra)
+    if ctx.call.packet == "aten.addbmm":
+        inner = reduce_sum(inner, (0,), False, _F64, lambda n: factor)
+    spread = up(shifted.magnitude() * factor * (1 + 2**-40))
+    return ew.add(inner, shifted, _F64).widen(spread).to_format(ctx.fmt)
+
+
+@_rule("aten.convolution")
+def _convolution(ctx: RuleContext) -> Interval:
+    """A convolution is bilinear with non-negative coefficients: the matmul bound applies with
+    the convolution itself as the product (float64, Python dispatch disabled) and k the number
+    of terms each output sums."""
+    x, w, bias, stride, padding, dilation, transposed, output_padding, groups = ctx.args[:9]
+    k = int(np.prod(w.shape[1:])) if not transposed else int(w.shape[0] // groups * np.prod(w.shape[2:]))
+
+    def product(inp: Array, weight: Array) -> Array:
+        with internal(), torch.no_grad():
+            out = torch.ops.aten.convolution.default(
+                _torch(inp), _torch(weight), None, stride, padding, dilation, transposed, output_padding, groups
+            )
+        result: Array = out.numpy()
+        return result
+
+    addend = None
+    if bias is not None:
+        addend = ctx.operand(bias).map(lambda v: v.reshape((1, -1) + (1,) * (x.dim() - 2)))
+    return _product(ctx, ctx.operand(x), ctx.operand(w), k, addend, product)
+
+
+# --------------------------------------------------------------------------------------------
+# Losses.
+
+
+@_rule("aten.nll_loss_forward")
+def _nll_loss(ctx: RuleContext) -> tuple[Interval, Interval]:
+    """-sum(w[t_i] * x[i, t_i]) / (sum w[t_i] for mean), ignored targets excluded."""
+    x, target, weight, reduction, ignore_index = ctx.args[:5]
+    a = ctx.operand(x, ctx.compute)
+    t = target.detach().cpu().numpy()
+    if a.lo.ndim == 1:
+        a = a.map(lambda v: v.reshape(1, -1))
+        t = t.reshape(1)
+    keep = t != ignore_index
+    safe = np.where(keep, t, 0)
+    rows = np.arange(a.lo.shape[0])
+    picked = a.map(lambda v: v[rows, safe] if v.ndim == 2 else v[rows, safe, ...])
+    w = ctx.operand(weight, ctx.compute).map(lambda v: v[safe]) if weight is not None else Interval.point(np.ones(safe.shape))
+    w = Interval(np.where(keep, w.lo, 0.0), np.where(keep, w.hi, 0.0))
+    terms = ew.negate(ew.mul(picked, w, ctx.compute, operand_bits=64))
+    c = ctx.compute
+    if reduction == 0:
+        return terms.to_format(ctx.fmt), Interval.point(np.asarray(0.0))
+    axes = tuple(range(terms.lo.ndim))
+    total = reduce_sum(terms, axes, False, c, _sum_factor(ctx, c))
+    weight_total = reduce_sum(w, axes, False, c, _sum_factor(ctx, c))
+    if reduction == 1:
+        return ew.div(total, weight_total, ctx.fmt), weight_total.to_format(ctx.fmt)
+    return total.to_format(ctx.fmt), weight_total.to_format(ctx.fmt)
