@@ -34,6 +34,9 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "bounds_of": ("pytest_fpcheck.tracking.track", "bounds_of"),
     "roundoff_bounds": ("pytest_fpcheck.tracking.track", "roundoff_bounds"),
     "hull": ("pytest_fpcheck.tracking.track", "hull"),
+    "classify": ("pytest_fpcheck.assertions.verdict", "classify"),
+    "Verdict": ("pytest_fpcheck.assertions.verdict", "Verdict"),
+    "assert_roundoff_close": ("pytest_fpcheck.assertions.roundoff", "assert_roundoff_close"),
 }
 
 __all__ = [
@@ -47,8 +50,11 @@ __all__ = [
     "StaleBoundsError",
     "Tracker",
     "UnsupportedOperation",
+    "Verdict",
     "__version__",
+    "assert_roundoff_close",
     "bounds_of",
+    "classify",
     "format_of",
     "formats",
     "hull",
@@ -60,6 +66,9 @@ __all__ = [
 if TYPE_CHECKING:
     from . import formats as formats
     from . import interval as interval
+    from .assertions.roundoff import assert_roundoff_close as assert_roundoff_close
+    from .assertions.verdict import Verdict as Verdict
+    from .assertions.verdict import classify as classify
     from .interval.bounds import Bounds as Bounds
     from .tracking.track import Tracker as Tracker
     from .tracking.track import bounds_of as bounds_of

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from .bounds import Bounds, Provenance
 from .core import Interval, gamma, gamma_probabilistic
-from .elementwise import ULP_ERRORS
+from .elementwise import ABSOLUTE_ERRORS, ULP_ERRORS
 from .registry import register_rule, registered
 
 __all__ = [
+    "ABSOLUTE_ERRORS",
     "ULP_ERRORS",
     "Bounds",
     "Interval",

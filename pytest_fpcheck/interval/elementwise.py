@@ -10,8 +10,10 @@ finer compute format (PyTorch computes float16 and bfloat16 in float32), lies in
 * Library functions (exp, log, tanh, erf, ...) have a documented error of ``k`` ULPs in the
   format that evaluates them (:data:`ULP_ERRORS`); their float64 evaluation here carries an
   allowance of 2**-49 relative (8 float64 ULPs) before that.
-* A NaN that an endpoint could take (inf - inf, 0 * inf, 0 / 0, log of a negative) widens the
-  element to the whole line ``[-inf, +inf]``, which is how an enclosure says "may be NaN".
+* Where the result may be NaN (inf - inf, 0 * inf, 0 / 0, inf / inf, the log or square root
+  of a negative) the element's enclosure is the whole line ``[-inf, +inf]``: that is how an
+  enclosure says "may be NaN" (:func:`pytest_fpcheck.interval.bounds.contains`). Propagating
+  such elements through later operations is the tracker's job.
 * max/min/clamp use the interval max/min, which equals RENDER's dynamic rule when the
   comparison is decided by the intervals and is the hull of both branches when it is not.
 """
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     Bool = NDArray[np.bool_]
 
 __all__ = [
+    "ABSOLUTE_ERRORS",
     "ULP_ERRORS",
     "absolute",
     "add",
@@ -55,6 +58,7 @@ __all__ = [
 #: the CUDA C Programming Guide, appendix "Mathematical Functions" (single precision: expf 2,
 #: exp2f 2, expm1f 1, logf 1, log2f 1, log1pf 1, tanhf 2, erff 2, rsqrtf 2, sinf/cosf 2,
 #: powf 4). Edit it (``pytest_fpcheck.interval.ULP_ERRORS[name] = k``) for other libraries.
+#: Some implementations are accurate in absolute, not relative, terms: :data:`ABSOLUTE_ERRORS`.
 ULP_ERRORS: dict[str, float] = {
     "exp": 2.0,
     "exp2": 2.0,
@@ -70,12 +74,21 @@ ULP_ERRORS: dict[str, float] = {
     "pow": 4.0,
 }
 
+#: Absolute error allowance, in units of the evaluating format's machine epsilon, added to the
+#: ULP error. ATen's vectorized CPU ``erf`` is a polynomial approximation of the Abramowitz and
+#: Stegun 7.1.26 kind, accurate to about 1.5e-7 absolutely (not relatively: near zero it
+#: returns zero for tiny arguments); 4 eps covers it in float32 and float64.
+ABSOLUTE_ERRORS: dict[str, float] = {"erf": 4.0}
+
 _F64_SLACK = 2.0**-49
 _EXACT_PRODUCT_BITS = 26
 
 
-def _everything_where_nan(lo: Array, hi: Array) -> Interval:
+def _everything_where_nan(lo: Array, hi: Array, also: Bool | None = None) -> Interval:
+    """[lo, hi], with the whole line wherever an endpoint is NaN or ``also`` is set."""
     nan = np.isnan(lo) | np.isnan(hi)
+    if also is not None:
+        nan = nan | also
     if nan.any():
         lo = np.where(nan, -np.inf, lo)
         hi = np.where(nan, np.inf, hi)
@@ -112,12 +125,14 @@ def _sum_upper(a: Array, b: Array) -> Array:
 
 
 def add(a: Interval, b: Interval, fmt: Format) -> Interval:
-    """[a.lo + b.lo, a.hi + b.hi], exact sums kept, inexact ones stepped outward."""
+    """[a.lo + b.lo, a.hi + b.hi], exact sums kept, inexact ones stepped outward; the whole
+    line where inf + (-inf) is possible."""
     if a.is_point and b.is_point:
         lo, hi = _sum_lower(a.lo, b.lo), _sum_upper(a.lo, b.lo)
     else:
         lo, hi = _sum_lower(a.lo, b.lo), _sum_upper(a.hi, b.hi)
-    return _everything_where_nan(lo, hi).to_format(fmt)
+    opposite = (np.isposinf(a.hi) & np.isneginf(b.lo)) | (np.isneginf(a.lo) & np.isposinf(b.hi))
+    return _everything_where_nan(lo, hi, opposite).to_format(fmt)
 
 
 def negate(a: Interval) -> Interval:
@@ -166,7 +181,18 @@ def mul(a: Interval, b: Interval, fmt: Format, *, operand_bits: int = 53) -> Int
     lo, hi = _products(a, b)
     if operand_bits > _EXACT_PRODUCT_BITS:
         lo, hi = down(lo), up(hi)
-    return _everything_where_nan(lo, hi).to_format(fmt)
+    zero_times_infinity = (_has_zero(a) & _has_infinity(b)) | (_has_zero(b) & _has_infinity(a))
+    return _everything_where_nan(lo, hi, zero_times_infinity).to_format(fmt)
+
+
+def _has_zero(a: Interval) -> Bool:
+    result: Bool = (a.lo <= 0) & (a.hi >= 0)
+    return result
+
+
+def _has_infinity(a: Interval) -> Bool:
+    result: Bool = np.isinf(a.lo) | np.isinf(a.hi)
+    return result
 
 
 def div(a: Interval, b: Interval, fmt: Format) -> Interval:
@@ -182,7 +208,8 @@ def div(a: Interval, b: Interval, fmt: Format) -> Interval:
         zero_divisor = (b.lo <= 0) & (b.hi >= 0)
         lo = np.where(zero_divisor, -np.inf, down(lo))
         hi = np.where(zero_divisor, np.inf, up(hi))
-    return _everything_where_nan(lo, hi).to_format(fmt)
+    infinity_over_infinity = _has_infinity(a) & _has_infinity(b)
+    return _everything_where_nan(lo, hi, infinity_over_infinity).to_format(fmt)
 
 
 def sqrt(a: Interval, fmt: Format) -> Interval:
@@ -201,6 +228,7 @@ def library_function(
     ulps: float,
     *,
     increasing: bool = True,
+    absolute: float = 0.0,
 ) -> Interval:
     """A monotone library function evaluated in ``compute`` with at most ``ulps`` ULPs of
     error, then rounded to ``fmt``.
@@ -208,7 +236,8 @@ def library_function(
     The rule: f's exact range over [lo, hi] is [f(lo), f(hi)] (swapped if decreasing), from a
     float64 evaluation widened by 2**-49 relative; the library's result is within
     ulps * (2**(1-p) * M + tiny) of the exact one, M = the range's largest magnitude, tiny the
-    smallest subnormal of ``compute``; the stored result is that rounded to ``fmt``.
+    smallest subnormal of ``compute``, plus ``absolute`` eps of ``compute``; the stored result
+    is that rounded to ``fmt``.
     """
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
         f_lo, f_hi = function(a.lo), (function(a.hi) if not a.is_point else None)
@@ -217,7 +246,11 @@ def library_function(
         if not increasing:
             f_lo, f_hi = f_hi, f_lo
         magnitude = np.maximum(np.abs(f_lo), np.abs(f_hi))
-        allowance = (_F64_SLACK + ulps * compute.eps) * magnitude + ulps * compute.smallest_subnormal
+        allowance = (
+            (_F64_SLACK + ulps * compute.eps) * magnitude
+            + ulps * compute.smallest_subnormal
+            + absolute * compute.eps
+        )
         allowance = np.where(np.isinf(magnitude), 0.0, allowance)
         lo = down(f_lo - allowance)
         hi = up(f_hi + allowance)

@@ -15,6 +15,11 @@ error of computing mA mB and of the radius products), and every endpoint is step
 
 Sums are the same with B a column of ones: the exact sum of the endpoint sums, widened by
 g * sum(max(|lo|, |hi|)).
+
+These bounds assume no partial sum overflows the accumulation format. Every partial sum is at
+most S = sum |a||b| (or sum max(|lo|, |hi|)), and rad >= g S, so wherever rad / g (or S) reaches
+the accumulator's largest finite number an overflow to +-inf, and then NaN, is possible: such
+elements get the whole line [-inf, +inf].
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..formats import Format
+from ..formats import FORMATS, Format
 from .core import Interval, gamma
 from .rounding import down, up
 
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["matmul", "reduce_sum"]
 
 _U64 = 2.0**-53
+_F64_FORMAT = FORMATS["float64"]
 
 
 def _finish(mid: Array, rad: Array, fmt: Format) -> Interval:
@@ -49,27 +55,40 @@ def _finish(mid: Array, rad: Array, fmt: Format) -> Interval:
     return Interval(lo, hi).to_format(fmt)
 
 
+def _overflow_to_everything(interval: Interval, may_overflow: Array) -> Interval:
+    if not may_overflow.any():
+        return interval
+    return Interval(np.where(may_overflow, -np.inf, interval.lo), np.where(may_overflow, np.inf, interval.hi))
+
+
 def reduce_sum(
     a: Interval,
     axes: tuple[int, ...],
     keepdims: bool,
     fmt: Format,
     factor: Callable[[int], float],
+    *,
+    accumulate: Format | None = None,
 ) -> Interval:
-    """Sum over ``axes``; ``factor(n)`` is the relative error factor of an n-term sum."""
+    """Sum over ``axes``; ``factor(n)`` is the relative error factor of an n-term sum carried
+    out in ``accumulate`` (whose overflow is checked; None: no finite-range check)."""
     n = int(np.prod([a.shape[axis] for axis in axes])) if axes else 1
     g = factor(n) + 2 * gamma(n + 1, _U64)
     with np.errstate(invalid="ignore", over="ignore"):
-        magnitude = np.sum(a.magnitude(), axis=axes, keepdims=keepdims)
-        spread = np.where(magnitude == 0, 0.0, up(up(magnitude * (1 + 2 * gamma(n, _U64))) * g))
+        magnitude = up(np.sum(a.magnitude(), axis=axes, keepdims=keepdims) * (1 + 2 * gamma(n, _U64)))
+        spread = np.where(magnitude == 0, 0.0, up(magnitude * g))
         if a.is_point:
             centre = np.sum(a.lo, axis=axes, keepdims=keepdims)
-            return _finish(centre, spread, fmt)
-        lo_sum = np.sum(a.lo, axis=axes, keepdims=keepdims)
-        hi_sum = np.sum(a.hi, axis=axes, keepdims=keepdims)
-        lo = np.where(np.isnan(lo_sum), -np.inf, down(lo_sum - spread))
-        hi = np.where(np.isnan(hi_sum), np.inf, up(hi_sum + spread))
-    return Interval(lo, hi).to_format(fmt)
+            result = _finish(centre, spread, _F64_FORMAT)
+        else:
+            lo_sum = np.sum(a.lo, axis=axes, keepdims=keepdims)
+            hi_sum = np.sum(a.hi, axis=axes, keepdims=keepdims)
+            lo = np.where(np.isnan(lo_sum), -np.inf, down(lo_sum - spread))
+            hi = np.where(np.isnan(hi_sum), np.inf, up(hi_sum + spread))
+            result = Interval(lo, hi)
+    if accumulate is not None:
+        result = _overflow_to_everything(result, ~(magnitude < accumulate.max_finite))
+    return result.to_format(fmt)
 
 
 def matmul(
@@ -86,6 +105,9 @@ def matmul(
     non-negative coefficients works, e.g. a convolution), where each output sums ``k`` products
     with relative rounding factor ``factor``, then rounds to ``fmt``."""
     g = factor + 2 * gamma(k + 2, _U64)
+    if k == 0:
+        zeros = np.zeros(product(a.lo, b.lo).shape)
+        return Interval.point(zeros)
     if math.isinf(g):
         shape = product(a.lo, b.lo).shape
         return Interval(np.full(shape, -np.inf), np.full(shape, np.inf))
@@ -105,4 +127,5 @@ def matmul(
         else:
             rad = product(abs_a, (1 + g) * r_b + g * abs_b) + product(r_a, (1 + g) * (abs_b + r_b))
         rad = up(rad * grow + eta)
-    return _finish(mid, rad, fmt)
+        may_overflow = ~(rad / g < accumulate.max_finite * (1 - 2**-40))
+    return _overflow_to_everything(_finish(mid, rad, _F64_FORMAT), may_overflow).to_format(fmt)

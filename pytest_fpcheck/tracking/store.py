@@ -45,6 +45,8 @@ class Record:
     provenance: Provenance = field(default_factory=Provenance)
     mode: str = "rigorous"
     notes: tuple[str, ...] = ()
+    #: some element's enclosure is the whole line (its value may be NaN)
+    unbounded: bool = False
 
 
 def _storage_length(t: torch.Tensor) -> int:
@@ -142,6 +144,9 @@ class BoundsStore:
         else:
             self._write_strided(record, t, lo, hi, interval.is_point)
         record.version = t._version
+        record.unbounded = record.hi is not record.lo and bool(
+            np.isneginf(record.lo).any() and (np.isneginf(record.lo) & np.isposinf(record.hi)).any()
+        )
         record.provenance = provenance
         record.mode = mode
         record.notes = notes

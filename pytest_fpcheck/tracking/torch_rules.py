@@ -347,7 +347,7 @@ def _library(name: str, function: Callable[[Array], Array], *, increasing: bool 
     def rule(ctx: RuleContext) -> Interval:
         return ew.library_function(
             function, ctx.operand(ctx.args[0]), ctx.fmt, ctx.compute, ew.ULP_ERRORS[name],
-            increasing=increasing,
+            increasing=increasing, absolute=ew.ABSOLUTE_ERRORS.get(name, 0.0),
         )
 
     register_rule(f"aten.{name}", rule)
@@ -455,7 +455,7 @@ def _gelu(ctx: RuleContext) -> Interval:
         half_x = ew.mul(_c(ctx, 0.5), x, c, operand_bits=64)
         return ew.mul(half_x, ew.add(one, t, c), ctx.fmt, operand_bits=64)
     scaled = ew.mul(x, _c(ctx, math.sqrt(0.5)), c, operand_bits=64)
-    e = ew.library_function(_erf, scaled, c, c, ew.ULP_ERRORS["erf"])
+    e = ew.library_function(_erf, scaled, c, c, ew.ULP_ERRORS["erf"], absolute=ew.ABSOLUTE_ERRORS["erf"])
     half_x = ew.mul(x, _c(ctx, 0.5), c, operand_bits=64)
     return ew.mul(half_x, ew.add(one, e, c), ctx.fmt, operand_bits=64)
 
@@ -528,7 +528,7 @@ def _sum(ctx: RuleContext) -> Interval:
     axes, keepdim = _reduce_args(ctx, x)
     source = dtype_format(x.dtype) or _F64
     accumulate = ctx.compute if ctx.compute.precision >= source.precision else source
-    return reduce_sum(ctx.interval(x), axes, keepdim, ctx.fmt, _sum_factor(ctx, accumulate))
+    return reduce_sum(ctx.interval(x), axes, keepdim, ctx.fmt, _sum_factor(ctx, accumulate), accumulate=accumulate)
 
 
 @_rule("aten.mean")
@@ -536,7 +536,7 @@ def _mean(ctx: RuleContext) -> Interval:
     x = ctx.args[0]
     axes, keepdim = _reduce_args(ctx, x)
     c = ctx.compute
-    total = reduce_sum(ctx.interval(x), axes, keepdim, c, _sum_factor(ctx, c))
+    total = reduce_sum(ctx.interval(x), axes, keepdim, c, _sum_factor(ctx, c), accumulate=c)
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     return ew.div(total, Interval.point(np.asarray(float(n))), ctx.fmt)
 
@@ -582,7 +582,22 @@ def _moments(ctx: RuleContext, a: Interval, axes: tuple[int, ...], correction: f
     squares = Interval(np.maximum(squares.lo, 0.0), squares.hi)
     divisor = max(n - correction, 0.0)
     variance = ew.div(squares, Interval.point(np.asarray(divisor)), _F64)
-    return mean.to_format(c), variance.to_format(c)
+    # (x - mean)^2 <= 4 max x^2: where that or the sum of |x| may overflow the compute format,
+    # the kernel may produce inf or NaN
+    with np.errstate(over="ignore", invalid="ignore"):
+        overflow = ~(4 * energy < c.max_finite) | ~(np.sum(magnitude, axis=axes, keepdims=True) < c.max_finite)
+    return _everything_where(mean, overflow).to_format(c), _everything_where(variance, overflow).to_format(c)
+
+
+def _everything_where(interval: Interval, mask: Array) -> Interval:
+    """The whole line (may be NaN) where ``mask`` is set."""
+    if not mask.any():
+        return interval
+    shape = np.broadcast_shapes(interval.shape, mask.shape)
+    return Interval(
+        np.where(mask, -np.inf, np.broadcast_to(interval.lo, shape)),
+        np.where(mask, np.inf, np.broadcast_to(interval.hi, shape)),
+    )
 
 
 def _correction(ctx: RuleContext) -> float:
@@ -621,12 +636,12 @@ def _vector_norm(ctx: RuleContext) -> Interval:
         return Interval(pick(magnitude.lo, axis=axes, keepdims=keepdim), pick(magnitude.hi, axis=axes, keepdims=keepdim)).to_format(ctx.fmt)
     factor = _sum_factor(ctx, c)
     if order == 1:
-        return reduce_sum(magnitude, axes, keepdim, ctx.fmt, factor)
+        return reduce_sum(magnitude, axes, keepdim, ctx.fmt, factor, accumulate=c)
     if order == 2:
         squares = ew.mul(magnitude, magnitude, c, operand_bits=64)
-        return ew.sqrt(reduce_sum(squares, axes, keepdim, c, factor), ctx.fmt)
+        return ew.sqrt(reduce_sum(squares, axes, keepdim, c, factor, accumulate=c), ctx.fmt)
     powered = ew.library_function(lambda v: np.power(v, order), magnitude, c, c, ew.ULP_ERRORS["pow"], increasing=order > 0)
-    total = reduce_sum(powered, axes, keepdim, c, factor)
+    total = reduce_sum(powered, axes, keepdim, c, factor, accumulate=c)
     return ew.library_function(lambda v: np.power(v, 1 / order), total, ctx.fmt, c, ew.ULP_ERRORS["pow"], increasing=order > 0)
 
 
@@ -641,7 +656,7 @@ def _logsumexp(ctx: RuleContext) -> Interval:
     shift = Interval(np.max(a.lo, axis=axes, keepdims=True), np.max(a.hi, axis=axes, keepdims=True))
     shift = Interval(np.where(np.isinf(shift.lo), 0.0, shift.lo), np.where(np.isinf(shift.hi), 0.0, shift.hi))
     e = ew.library_function(np.exp, ew.sub(a, shift, c), c, c, ew.ULP_ERRORS["exp"])
-    total = reduce_sum(e, axes, True, c, _sum_factor(ctx, c))
+    total = reduce_sum(e, axes, True, c, _sum_factor(ctx, c), accumulate=c)
     result = ew.add(ew.library_function(np.log, total, c, c, ew.ULP_ERRORS["log"]), shift, c)
     if not keepdim:
         result = result.map(lambda v: np.squeeze(v, axis=axes))
@@ -663,10 +678,12 @@ def _cumsum(ctx: RuleContext) -> Interval:
         shape[axis] = n
     factors = factors.reshape(shape)
     with np.errstate(invalid="ignore", over="ignore"):
-        spread = up(np.cumsum(a.magnitude(), axis=axis) * factors * (1 + 2**-40))
+        prefix_magnitude = np.cumsum(a.magnitude(), axis=axis) * (1 + 2**-40)
+        spread = up(prefix_magnitude * factors)
         lo = down(np.cumsum(a.lo, axis=axis) - spread)
         hi = up(np.cumsum(a.hi, axis=axis) + spread)
-    return Interval(lo, hi).to_format(ctx.fmt)
+        overflow = ~(prefix_magnitude < c.max_finite) | np.isnan(lo) | np.isnan(hi)
+    return Interval(np.where(overflow, -np.inf, lo), np.where(overflow, np.inf, hi)).to_format(ctx.fmt)
 
 
 # --------------------------------------------------------------------------------------------
@@ -687,8 +704,17 @@ def _softmax_pieces(ctx: RuleContext, a: Interval, axis: int) -> tuple[Interval,
         low = e_lo / (e_lo + (total_hi - e_hi) * (1 + 2**-40) + 0.0)
         high = e_hi / (e_hi + np.maximum(total_lo - e_lo, 0.0) * (1 - 2**-40))
         spread = np.max(a.hi, axis=axis, keepdims=True) - np.min(a.lo, axis=axis, keepdims=True)
-    exact = Interval(np.where(np.isnan(low), 0.0, down(low)), np.where(np.isnan(high), 1.0, np.minimum(up(high), 1.0)))
+    exact = Interval(np.where(np.isnan(low), -np.inf, down(low)), np.where(np.isnan(high), np.inf, np.minimum(up(high), 1.0)))
     return exact, spread, np.asarray(a.shape[axis] if a.shape else 1)
+
+
+def _softmax_units(ctx: RuleContext) -> tuple[float, float]:
+    """(u, relative error of one exp) for softmax-like kernels. ATen's reduced-precision CPU
+    kernels may keep intermediates (the running sum, its logarithm) in the tensor's own format,
+    so the unit round-off is the larger of the compute format's and the tensor format's."""
+    c = ctx.compute
+    u = max(c.unit_roundoff, ctx.fmt.unit_roundoff)
+    return u, ew.ULP_ERRORS["exp"] * c.eps + (ctx.fmt.unit_roundoff if ctx.fmt is not c else 0.0)
 
 
 @_rule("aten._softmax", "aten._safe_softmax", "aten.softmax")
@@ -702,15 +728,16 @@ def _softmax(ctx: RuleContext) -> Interval:
     c = ctx.compute
     a = ctx.operand(x, c)
     exact, spread, n = _softmax_pieces(ctx, a, axis)
-    u = c.unit_roundoff
+    u, per_exp_error = _softmax_units(ctx)
     with np.errstate(over="ignore", invalid="ignore"):
-        per_exp = np.exp(spread * u * (1 + 2**-40)) * (1 + ew.ULP_ERRORS["exp"] * c.eps)
+        per_exp = np.exp(spread * u * (1 + 2**-40)) * (1 + per_exp_error)
         factor = per_exp * per_exp * (1 + ctx.sums.factor(int(n), u)) * (1 + u) * (1 + 2**-40)
         tiny = 4 * (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
         lo = down(exact.lo / factor - tiny)
         hi = up(exact.hi * factor + tiny)
-        lo = np.where(np.isnan(lo), -np.inf, np.maximum(lo, 0.0))
-        hi = np.where(np.isnan(hi), np.inf, hi)
+        nan = np.isnan(lo) | np.isnan(hi) | np.isneginf(exact.lo)
+        lo = np.where(nan, -np.inf, np.maximum(lo, 0.0))
+        hi = np.where(nan, np.inf, hi)
     return Interval(lo, hi).to_format(ctx.fmt)
 
 
@@ -724,7 +751,7 @@ def _log_softmax(ctx: RuleContext) -> Interval:
     a = ctx.operand(x, c)
     top = np.max(a.hi, axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
-    u = c.unit_roundoff
+    u, per_exp_error = _softmax_units(ctx)
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         e_lo = np.exp(a.lo - top)
         e_hi = np.exp(a.hi - top)
@@ -734,14 +761,15 @@ def _log_softmax(ctx: RuleContext) -> Interval:
         high = (a.hi - top) - np.log(e_hi + np.maximum(total_lo - e_lo, 0.0))
         spread = np.max(a.hi, axis=axis, keepdims=True) - np.min(a.lo, axis=axis, keepdims=True)
         n = a.shape[axis] if a.shape else 1
-        per_exp = np.exp(spread * u * (1 + 2**-40)) * (1 + ew.ULP_ERRORS["exp"] * c.eps)
-        log_f = np.log(per_exp * (1 + ctx.sums.factor(n, u))) * (1 + 2**-40)
+        per_exp = np.exp(spread * u * (1 + 2**-40)) * (1 + per_exp_error)
+        log_f = np.log(per_exp * (1 + ctx.sums.factor(n, u)) * (1 + u)) * (1 + 2**-40)
         log_s = np.maximum(np.abs(np.log(total_hi)), np.abs(np.log(np.maximum(total_lo, 1e-300))))
         magnitude = np.maximum(np.abs(low), np.abs(high))
         allowance = (
             u * spread
             + log_f
-            + ew.ULP_ERRORS["log"] * (c.eps * log_s + c.smallest_subnormal)
+            + (ew.ULP_ERRORS["log"] * c.eps + 2 * u) * log_s
+            + ew.ULP_ERRORS["log"] * c.smallest_subnormal
             + u * magnitude
             + 2**-48 * (magnitude + spread + log_s)
         )
@@ -951,8 +979,8 @@ def _nll_loss(ctx: RuleContext) -> tuple[Interval, Interval]:
     if reduction == 0:
         return terms.to_format(ctx.fmt), Interval.point(np.asarray(0.0))
     axes = tuple(range(terms.lo.ndim))
-    total = reduce_sum(terms, axes, False, c, _sum_factor(ctx, c))
-    weight_total = reduce_sum(w, axes, False, c, _sum_factor(ctx, c))
+    total = reduce_sum(terms, axes, False, c, _sum_factor(ctx, c), accumulate=c)
+    weight_total = reduce_sum(w, axes, False, c, _sum_factor(ctx, c), accumulate=c)
     if reduction == 1:
         return ew.div(total, weight_total, ctx.fmt), weight_total.to_format(ctx.fmt)
     return total.to_format(ctx.fmt), weight_total.to_format(ctx.fmt)

@@ -121,6 +121,10 @@ class Tracker(Interposer):
             raise UnsupportedOperation(call.name, where=call.site)
         ctx = RuleContext(call, out, self.sums, snapshot)
         result = rule(ctx)
+        if any(r is not None and r.unbounded for _, r in records) or any(
+            _unbounded(i) for i in snapshot.values()
+        ):
+            result = _propagate_nan(ctx, inputs, result)
         self.ops += 1
         self._record(ctx, outputs, result, [r for _, r in records if r is not None])
         return out
@@ -143,6 +147,47 @@ class Tracker(Interposer):
                 mode=self.mode,
                 notes=notes,
             )
+
+
+def _unbounded(interval: Interval) -> bool:
+    return not interval.is_point and bool((np.isneginf(interval.lo) & np.isposinf(interval.hi)).any())
+
+
+def _propagate_nan(ctx: RuleContext, inputs: list[torch.Tensor], result: Any) -> Any:
+    """Where an input element may be NaN (its enclosure is the whole line), run the operation
+    itself on NaN markers (float64 copies with NaN there) and make every output element the
+    operation turns into NaN the whole line too: NaN propagates exactly as PyTorch does it."""
+    markers: dict[int, torch.Tensor] = {}
+    for t in inputs:
+        if dtype_format(t.dtype) is None or id(t) in markers:
+            continue
+        enclosure = ctx.interval(t)
+        values = np.array(ctx.values(t), dtype=np.float64)
+        values = np.broadcast_to(values, enclosure.shape).copy()
+        values[np.isneginf(enclosure.lo) & np.isposinf(enclosure.hi)] = np.nan
+        markers[id(t)] = torch.from_numpy(values)
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return markers.get(id(value), value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(swap(v) for v in value)
+        return value
+
+    kwargs = {k: swap(v) for k, v in ctx.kwargs.items() if k != "out"}
+    with internal(), torch.no_grad():
+        marked = ctx.call.func(*swap(ctx.args), **kwargs)
+    intervals = list(result) if isinstance(result, (tuple, list)) else [result]
+    for position, output in enumerate(_tensors(marked)[: len(intervals)]):
+        interval = intervals[position]
+        if interval is None or dtype_format(output.dtype) is None:
+            continue
+        nan = np.isnan(output.to(torch.float64).numpy())
+        if nan.any():
+            lo = np.where(nan, -np.inf, np.broadcast_to(interval.lo, nan.shape))
+            hi = np.where(nan, np.inf, np.broadcast_to(interval.hi, nan.shape))
+            intervals[position] = Interval(lo, hi)
+    return tuple(intervals)
 
 
 def _snapshot(t: torch.Tensor, record: Record | None) -> Interval:

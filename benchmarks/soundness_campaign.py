@@ -1,0 +1,67 @@
+"""The long soundness campaign of the PyTorch bounds engine (issue 3: at least 100,000 random
+programs, zero violations). CI runs a 300-program slice (tests/tracking/test_soundness.py).
+
+Run: ``python benchmarks/soundness_campaign.py --programs 100000 [--seed 1]``. Prints progress
+and, at the end, the number of programs checked, the number with an exact value (the others
+are undefined, e.g. log of zero), and every violation found (there must be none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+
+from tests.tracking.programs import programs  # noqa: E402
+from tests.tracking.test_soundness import check_program  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--programs", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-steps", type=int, default=4)
+    options = parser.parse_args()
+    violations: list[str] = []
+    count = 0
+    start = time.perf_counter()
+
+    @seed(options.seed)
+    @settings(
+        max_examples=options.programs,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(programs(max_steps=options.max_steps))
+    def campaign(program: object) -> None:
+        nonlocal count
+        count += 1
+        try:
+            check_program(program)
+        except AssertionError as error:
+            violations.append(repr(error)[:2000])
+        if count % 1000 == 0:
+            rate = count / (time.perf_counter() - start)
+            print(
+                f"{count} programs, {len(violations)} violations, {rate:.0f} programs/s", flush=True
+            )
+
+    campaign()
+    elapsed = time.perf_counter() - start
+    print(
+        f"checked {count} programs in {elapsed:.0f} s (seed {options.seed}): {len(violations)} violations"
+    )
+    for violation in violations[:20]:
+        print(violation)
+    sys.exit(1 if violations else 0)
+
+
+if __name__ == "__main__":
+    main()

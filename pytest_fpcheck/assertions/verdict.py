@@ -1,0 +1,383 @@
+"""Type-I / Type-II classification (RENDER section III-A, step 3).
+
+The rule (API section 1):
+
+* one-sided (RENDER): every expected element must lie inside the enclosure of ``actual``;
+* two-sided, when ``expected`` has bounds too: the two enclosures must intersect element-wise;
+  disjoint enclosures prove a bug;
+* NaN and Inf positions are compared before values: an element where one side is NaN (or an
+  infinity the other side's enclosure does not reach) is outside; where both are NaN it matches
+  only with ``equal_nan``;
+* without any bounds, the comparison falls back to ``rtol``/``atol`` and says so: kind
+  ``"close"`` (within tolerance, no round-off claim) or ``"bug"``; it never says "roundoff".
+
+Before judging, ``actual`` is checked against its own enclosure: a computed value outside the
+bounds recorded for it would be a soundness bug of this package, reported as
+:class:`~pytest_fpcheck.errors.InternalError`, never as a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..adapters import as_float64, is_torch_tensor, storage_format
+from ..errors import InternalError, InvalidArgument
+from ..formats import Format, ulp
+from ..interval.bounds import Bounds, contains
+
+__all__ = ["KINDS", "Excess", "Offender", "Verdict", "classify", "default_tolerances"]
+
+KINDS = ("exact", "roundoff", "close", "bug")
+
+# torch.testing's defaults (torch/testing/_comparison.py); float8 has none there, so one
+# unit round-off of the format is used.
+_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "tfloat32": (1e-3, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "float8_e4m3fn": (2.0**-4, 2.0**-9),
+    "float8_e5m2": (2.0**-3, 2.0**-16),
+}
+
+
+def default_tolerances(fmt: Format) -> tuple[float, float]:
+    """(rtol, atol) as ``torch.testing.assert_close`` uses them for ``fmt``."""
+    return _TOLERANCES[fmt.name]
+
+
+class Excess(NamedTuple):
+    """How far the worst element lies outside: absolute, in radii of the enclosure, in ULPs."""
+
+    absolute: float
+    radii: float
+    ulps: float
+
+
+class Offender(NamedTuple):
+    index: tuple[int, ...]
+    actual: float
+    expected: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class Allclose:
+    """What plain ``allclose`` would have said about the same pair."""
+
+    rtol: float
+    atol: float
+    total: int
+    mismatched: int
+    greatest_absolute: float
+    greatest_absolute_index: tuple[int, ...] | None
+    greatest_relative: float
+    greatest_relative_index: tuple[int, ...] | None
+
+    @property
+    def passed(self) -> bool:
+        return self.mismatched == 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of comparing ``actual`` with ``expected`` (see the module docstring)."""
+
+    kind: str
+    outside: int
+    total: int
+    worst_index: tuple[int, ...] | None
+    worst_excess: Excess | None
+    offenders: tuple[Offender, ...]
+    format: Format
+    allclose: Allclose
+    two_sided: bool = False
+    fallback: bool = False
+    nonfinite_mismatches: int = 0
+    tightness: float | None = None
+    provenance: str = ""
+    notes: tuple[str, ...] = ()
+    shape: tuple[int, ...] = ()
+    worst: Offender | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.kind != "bug"
+
+    def report(self) -> str:
+        """The verdict as text, in the layout of every failure message."""
+        from .messages import verdict_message
+
+        return verdict_message(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable summary (for the run report)."""
+        return {
+            "kind": self.kind,
+            "outside": self.outside,
+            "total": self.total,
+            "shape": list(self.shape),
+            "dtype": self.format.name,
+            "two_sided": self.two_sided,
+            "fallback": self.fallback,
+            "worst_index": list(self.worst_index) if self.worst_index is not None else None,
+            "worst_excess": self.worst_excess._asdict() if self.worst_excess else None,
+            "tightness_ulps": self.tightness,
+            "provenance": self.provenance,
+            "notes": list(self.notes),
+            "allclose_passed": self.allclose.passed,
+        }
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
+
+
+def _allclose(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float, equal_nan: bool) -> Allclose:
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        difference = np.abs(actual - expected)
+        same = actual == expected  # equal infinities
+        ok = same | (difference <= atol + rtol * np.abs(expected))
+        if equal_nan:
+            ok |= np.isnan(actual) & np.isnan(expected)
+        relative = np.where(same, 0.0, difference / np.abs(expected))
+    finite_diff = np.where(np.isnan(difference) | same, -1.0, difference)
+    finite_rel = np.where(np.isnan(relative), -1.0, relative)
+    shape = tuple(actual.shape)
+    worst_abs = int(np.argmax(finite_diff)) if finite_diff.size else None
+    worst_rel = int(np.argmax(finite_rel)) if finite_rel.size else None
+    return Allclose(
+        rtol,
+        atol,
+        int(actual.size),
+        int(np.count_nonzero(~ok)),
+        float(max(finite_diff.flat[worst_abs], 0.0)) if worst_abs is not None else 0.0,
+        _index(worst_abs, shape) if worst_abs is not None else None,
+        float(max(finite_rel.flat[worst_rel], 0.0)) if worst_rel is not None else 0.0,
+        _index(worst_rel, shape) if worst_rel is not None else None,
+    )
+
+
+def _check_bounds(bounds: Any, name: str, shape: tuple[int, ...]) -> Bounds:
+    if not isinstance(bounds, Bounds):
+        raise InvalidArgument(name, bounds, "a Bounds (from fp.bounds_of, fp.roundoff_bounds or fp.hull)")
+    if bounds.shape != shape:
+        raise InvalidArgument(name, bounds, f"Bounds of shape {shape}, the shape of the arrays compared")
+    return bounds
+
+
+def _tolerance(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise InvalidArgument(name, value, "a non-negative number or None (the dtype's default)")
+    return float(value)
+
+
+def classify(
+    actual: Any,
+    expected: Any,
+    *,
+    bounds: Bounds | None = None,
+    expected_bounds: Bounds | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    equal_nan: bool = False,
+) -> Verdict:
+    """Compare ``actual`` with ``expected`` and say whether their difference is round-off."""
+    a = as_float64(actual, argument="actual")
+    e = as_float64(expected, argument="expected")
+    if a.shape != e.shape:
+        raise InvalidArgument(
+            "expected", expected, f"an array of shape {a.shape}, the shape of actual",
+            hint="Broadcasting is not applied: compare arrays of one shape.",
+        )
+    if a.size == 0:
+        raise InvalidArgument("actual", actual, "a non-empty array (there is nothing to compare)")
+    if is_torch_tensor(actual) and is_torch_tensor(expected) and actual.device != expected.device:
+        raise InvalidArgument(
+            "expected", expected, f"a tensor on {actual.device}, the device of actual",
+            hint="Move one of them (e.g. expected.to(actual.device)).",
+        )
+    fmt = storage_format(actual, argument="actual")
+    shape = tuple(a.shape)
+    rtol_value, atol_value = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
+    default_rtol, default_atol = default_tolerances(fmt)
+    close = _allclose(a, e, default_rtol if rtol_value is None else rtol_value,
+                      default_atol if atol_value is None else atol_value, equal_nan)
+    if bounds is None:
+        bounds = recorded_bounds(actual)
+    else:
+        bounds = _check_bounds(bounds, "bounds", shape)
+    if expected_bounds is None:
+        expected_bounds = recorded_bounds(expected)
+    else:
+        expected_bounds = _check_bounds(expected_bounds, "expected_bounds", shape)
+    both_nan = np.isnan(a) & np.isnan(e)
+    with np.errstate(invalid="ignore"):
+        equal = (a == e) | (both_nan & equal_nan)
+    if bounds is None:
+        return _fallback(a, e, fmt, shape, close, equal, equal_nan)
+    _self_check(bounds, a, "actual")
+    if expected_bounds is not None:
+        _self_check(expected_bounds, e, "expected")
+        with np.errstate(invalid="ignore"):
+            lo = np.maximum(bounds.lo, expected_bounds.lo)
+            hi = np.minimum(bounds.hi, expected_bounds.hi)
+            inside = (lo <= hi) | (np.isnan(a) & np.isnan(e) & equal_nan)
+        radius = np.maximum(bounds.radius, expected_bounds.radius)
+    else:
+        inside = contains(bounds.lo, bounds.hi, e)
+        if not equal_nan:
+            inside &= ~both_nan
+        else:
+            inside |= both_nan
+        radius = bounds.radius
+    nonfinite = (np.isnan(a) != np.isnan(e)) | (np.isinf(a) & (a != e)) | (np.isinf(e) & (a != e))
+    outside_mask = ~inside
+    outside = int(np.count_nonzero(outside_mask))
+    kind = "exact" if equal.all() else ("roundoff" if outside == 0 else "bug")
+    worst, excess = _worst(a, e, bounds, radius, outside_mask, fmt, expected_bounds)
+    offenders = tuple(
+        _offender(a, e, bounds, int(i), shape) for i in np.flatnonzero(outside_mask)[:5]
+    )
+    notes = bounds.notes + (expected_bounds.notes if expected_bounds is not None else ())
+    return Verdict(
+        kind=kind,
+        outside=outside,
+        total=int(a.size),
+        worst_index=worst.index if worst is not None else None,
+        worst_excess=excess,
+        offenders=offenders,
+        format=fmt,
+        allclose=close,
+        two_sided=expected_bounds is not None,
+        nonfinite_mismatches=int(np.count_nonzero(nonfinite & outside_mask)),
+        tightness=_tightness(bounds, a, fmt),
+        provenance=bounds.provenance.describe(),
+        notes=tuple(dict.fromkeys(notes)),
+        shape=shape,
+        worst=worst,
+    )
+
+
+def recorded_bounds(x: Any) -> Bounds | None:
+    """The bounds tracking recorded for ``x`` (only tensors are tracked; torch is already
+    imported when ``x`` is one)."""
+    if not is_torch_tensor(x):
+        return None
+    from ..tracking.track import bounds_of
+
+    return bounds_of(x)
+
+
+def _self_check(bounds: Bounds, values: np.ndarray, name: str) -> None:
+    inside = contains(bounds.lo, bounds.hi, values)
+    if not inside.all():
+        flat = int(np.flatnonzero(~inside)[0])
+        raise InternalError(
+            f"the computed {name} lies outside the enclosure recorded for it",
+            {
+                "index": _index(flat, tuple(values.shape)),
+                "value": float(values.flat[flat]),
+                "lo": float(bounds.lo.flat[flat]),
+                "hi": float(bounds.hi.flat[flat]),
+                "provenance": bounds.provenance.describe(),
+            },
+        )
+
+
+def _offender(a: np.ndarray, e: np.ndarray, bounds: Bounds, flat: int, shape: tuple[int, ...]) -> Offender:
+    return Offender(
+        _index(flat, shape),
+        float(a.flat[flat]),
+        float(e.flat[flat]),
+        float(bounds.lo.flat[flat]),
+        float(bounds.hi.flat[flat]),
+    )
+
+
+def _worst(
+    a: np.ndarray,
+    e: np.ndarray,
+    bounds: Bounds,
+    radius: np.ndarray,
+    outside: np.ndarray,
+    fmt: Format,
+    expected_bounds: Bounds | None,
+) -> tuple[Offender | None, Excess | None]:
+    """The element farthest outside (or, when none is, nearest the edge), with its excess."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        if expected_bounds is not None:
+            gap = np.maximum(expected_bounds.lo - bounds.hi, bounds.lo - expected_bounds.hi)
+        else:
+            gap = np.maximum(bounds.lo - e, e - bounds.hi)
+        gap = np.where(np.isnan(gap), np.inf, gap)
+        score = np.where(outside, gap, -np.inf)
+        if not outside.any():
+            return None, None
+        flat = int(np.argmax(score))
+        absolute = float(gap.flat[flat])
+        r = float(radius.flat[flat])
+        radii = absolute / r if r > 0 else float("inf")
+        reference = e.flat[flat] if np.isfinite(e.flat[flat]) else a.flat[flat]
+        unit = float(ulp(reference, fmt)) if np.isfinite(reference) else float("nan")
+        ulps = absolute / unit if unit > 0 else float("nan")
+    return _offender(a, e, bounds, flat, tuple(a.shape)), Excess(absolute, radii, ulps)
+
+
+def _tightness(bounds: Bounds, a: np.ndarray, fmt: Format) -> float | None:
+    """The median radius of the enclosure in ULPs of the actual values' format."""
+    finite = np.isfinite(bounds.radius) & np.isfinite(a)
+    if not finite.any():
+        return None
+    units = ulp(a[finite], fmt)
+    return float(np.median(bounds.radius[finite] / units))
+
+
+def _fallback(
+    a: np.ndarray,
+    e: np.ndarray,
+    fmt: Format,
+    shape: tuple[int, ...],
+    close: Allclose,
+    equal: np.ndarray,
+    equal_nan: bool,
+) -> Verdict:
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = equal | (np.abs(a - e) <= close.atol + close.rtol * np.abs(e))
+        if equal_nan:
+            ok |= np.isnan(a) & np.isnan(e)
+    outside_mask = ~ok
+    outside = int(np.count_nonzero(outside_mask))
+    kind = "exact" if equal.all() else ("close" if outside == 0 else "bug")
+    offenders = tuple(
+        Offender(_index(int(i), shape), float(a.flat[i]), float(e.flat[i]), float("nan"), float("nan"))
+        for i in np.flatnonzero(outside_mask)[:5]
+    )
+    worst = None
+    if close.greatest_absolute_index is not None and outside:
+        i = int(np.ravel_multi_index(close.greatest_absolute_index, shape)) if shape else 0
+        worst = Offender(close.greatest_absolute_index, float(a.flat[i]), float(e.flat[i]), float("nan"), float("nan"))
+    nonfinite = (np.isnan(a) != np.isnan(e)) | (np.isinf(a) & (a != e)) | (np.isinf(e) & (a != e))
+    return Verdict(
+        kind=kind,
+        outside=outside,
+        total=int(a.size),
+        worst_index=worst.index if worst is not None else None,
+        worst_excess=None,
+        offenders=offenders,
+        format=fmt,
+        allclose=close,
+        fallback=True,
+        nonfinite_mismatches=int(np.count_nonzero(nonfinite & outside_mask)),
+        notes=("no round-off bounds were recorded for actual: compared with rtol/atol only",),
+        shape=shape,
+        worst=worst,
+    )

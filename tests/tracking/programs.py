@@ -1,0 +1,278 @@
+"""Random small PyTorch programs and their exact evaluation in mpmath, for soundness tests.
+
+A program is a list of steps over a stack of values; each step applies one covered operation.
+``run_torch`` executes it with torch (under tracking, in the tests), ``run_exact`` evaluates the
+same program with every rounding removed (casts are the identity) on mpmath numbers at 60
+digits. Steps whose exact value is undefined (division by zero, log of zero) make the example
+invalid; the tests discard those.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import mpmath
+from mpmath import libmp
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from pytest_fpcheck import formats as F
+
+mpmath.mp.dps = 60
+
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+UNARY = ["neg", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "relu", "square", "reciprocal", "cast", "erf", "softplus", "leaky_relu", "elu", "cube", "expm1", "log1p", "rsqrt"]
+BINARY = ["add", "sub", "mul", "div", "maximum", "where"]
+REDUCE = ["sum", "mean", "softmax", "log_softmax", "logsumexp", "var", "std", "layer_norm", "norm", "cumsum", "amax"]
+
+
+class Undefined(Exception):
+    """The exact program is undefined for these inputs (a pole, or a log of zero)."""
+
+
+@dataclass(frozen=True)
+class Program:
+    dtype: str
+    shape: tuple[int, int]
+    inputs: tuple[np.ndarray, ...]
+    steps: tuple[tuple[str, str], ...]  # (kind, op)
+    cast_to: str
+
+
+def grid_values(fmt_name: str, shape: tuple[int, int]) -> st.SearchStrategy[np.ndarray]:
+    """Arrays on the format's grid, mixing moderate values, subnormals, values near overflow,
+    near-ties and cancellation partners."""
+    fmt = F.FORMATS[fmt_name]
+    size = shape[0] * shape[1]
+    moderate = st.floats(-8, 8, allow_nan=False, width=32)
+    tiny = st.integers(1, 2 ** (fmt.precision - 1) + 8).map(lambda k: float(F.from_ordinal(k, fmt)))
+    large = st.integers(fmt.max_ordinal - 64, fmt.max_ordinal).map(lambda k: float(F.from_ordinal(k, fmt)))
+    one_ish = st.integers(-4, 4).map(lambda d: float(F.from_ordinal(int(F.ordinal(1.0, fmt)) + d, fmt)))
+    element = st.one_of(moderate, moderate, moderate, tiny, one_ish, large, st.just(0.0))
+    signs = st.lists(st.sampled_from([-1.0, 1.0]), min_size=size, max_size=size)
+    return st.tuples(st.lists(element, min_size=size, max_size=size), signs).map(
+        lambda pair: F.round_to(np.array(pair[0]) * np.array(pair[1]), fmt).reshape(shape)
+    )
+
+
+@st.composite
+def programs(draw: st.DrawFn, *, max_steps: int = 4) -> Program:
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 5)))
+    x = draw(grid_values(dtype, shape))
+    y = draw(grid_values(dtype, shape))
+    if draw(st.booleans()):
+        y = F.round_to(-x + draw(grid_values(dtype, shape)) * 2.0**-10, dtype)  # cancellation
+    kinds = st.sampled_from(["unary"] * 3 + ["binary"] * 2 + ["reduce", "matmul"])
+    steps = []
+    for _ in range(draw(st.integers(1, max_steps))):
+        kind = draw(kinds)
+        if kind == "unary":
+            steps.append(("unary", draw(st.sampled_from(UNARY))))
+        elif kind == "binary":
+            steps.append(("binary", draw(st.sampled_from(BINARY))))
+        elif kind == "reduce":
+            steps.append(("reduce", draw(st.sampled_from(REDUCE))))
+        else:
+            steps.append(("matmul", "matmul"))
+    cast_to = draw(st.sampled_from(sorted(set(DTYPES) - {dtype})))
+    return Program(dtype, shape, (x, y), tuple(steps), cast_to)
+
+
+def run_torch(program: Program) -> torch.Tensor:
+    dtype = DTYPES[program.dtype]
+    x = torch.tensor(program.inputs[0], dtype=dtype)
+    y = torch.tensor(program.inputs[1], dtype=dtype)
+    F_ = torch.nn.functional
+    for kind, op in program.steps:
+        if kind == "unary":
+            x = {
+                "neg": lambda v: -v,
+                "abs": torch.abs,
+                "exp": torch.exp,
+                "log": lambda v: torch.log(v.abs()),
+                "sqrt": lambda v: torch.sqrt(v.abs()),
+                "tanh": torch.tanh,
+                "sigmoid": torch.sigmoid,
+                "gelu": F_.gelu,
+                "gelu_tanh": lambda v: F_.gelu(v, approximate="tanh"),
+                "silu": F_.silu,
+                "relu": torch.relu,
+                "square": lambda v: v * v,
+                "reciprocal": torch.reciprocal,
+                "cast": lambda v: v.to(DTYPES[program.cast_to]).to(dtype),
+                "erf": torch.erf,
+                "softplus": F_.softplus,
+                "leaky_relu": F_.leaky_relu,
+                "elu": F_.elu,
+                "cube": lambda v: v.pow(3),
+                "expm1": torch.expm1,
+                "log1p": lambda v: torch.log1p(v.abs()),
+                "rsqrt": lambda v: torch.rsqrt(v.abs()),
+            }[op](x)
+        elif kind == "binary":
+            x = {
+                "add": lambda a, b: a + b,
+                "sub": lambda a, b: a - b,
+                "mul": lambda a, b: a * b,
+                "div": lambda a, b: a / b,
+                "maximum": torch.maximum,
+                "where": lambda a, b: torch.where(a > b, a, b * 0.5),
+            }[op](x, y)
+        elif kind == "reduce":
+            x = {
+                "sum": lambda v: v.sum(-1, keepdim=True).expand_as(v) + 0,
+                "mean": lambda v: v.mean(-1, keepdim=True) * torch.ones_like(v),
+                "softmax": lambda v: v.softmax(-1),
+                "log_softmax": lambda v: v.log_softmax(-1),
+                "logsumexp": lambda v: v.logsumexp(-1, keepdim=True) * torch.ones_like(v),
+                "var": lambda v: v.var(-1, keepdim=True, correction=0) * torch.ones_like(v),
+                "std": lambda v: v.std(-1, keepdim=True, correction=0) * torch.ones_like(v),
+                "layer_norm": lambda v: F_.layer_norm(v, (v.shape[-1],)),
+                "norm": lambda v: torch.linalg.vector_norm(v, dim=-1, keepdim=True) * torch.ones_like(v),
+                "cumsum": lambda v: v.cumsum(-1),
+                "amax": lambda v: v.amax(-1, keepdim=True) * torch.ones_like(v),
+            }[op](x)
+        else:
+            x = x @ y.transpose(0, 1) @ y
+    return x
+
+
+def _map(function, array: np.ndarray) -> np.ndarray:
+    return np.vectorize(function, otypes=[object])(array)
+
+
+def _gelu(v):
+    return v * mpmath.mpf(0.5) * (1 + mpmath.erf(v / mpmath.sqrt(2)))
+
+
+def _gelu_tanh(v):
+    inner = mpmath.sqrt(2 / mpmath.pi) * (v + mpmath.mpf("0.044715") * v**3)
+    return mpmath.mpf(0.5) * v * (1 + mpmath.tanh(inner))
+
+
+def _softplus(v):
+    return v if v > 20 else mpmath.log1p(mpmath.exp(v))
+
+
+def _log(v):
+    if v == 0:
+        raise Undefined("log(0)")
+    return mpmath.log(v)
+
+
+def _div(a, b):
+    if b == 0:
+        raise Undefined("division by zero")
+    return a / b
+
+
+def _rsqrt(v):
+    if v == 0:
+        raise Undefined("rsqrt(0)")
+    return 1 / mpmath.sqrt(abs(v))
+
+
+def run_exact(program: Program) -> np.ndarray:
+    """The program without roundings; Undefined where mpmath cannot evaluate it."""
+    try:
+        return _run_exact(program)
+    except (OverflowError, ValueError) as error:  # e.g. exp(exp(1e38)): beyond any format
+        raise Undefined(str(error)) from None
+
+
+def _run_exact(program: Program) -> np.ndarray:
+    x = _map(mpmath.mpf, program.inputs[0].astype(object))
+    y = _map(mpmath.mpf, program.inputs[1].astype(object))
+    half = mpmath.mpf(0.5)
+    for kind, op in program.steps:
+        if kind == "unary":
+            function = {
+                "neg": lambda v: -v,
+                "abs": abs,
+                "exp": mpmath.exp,
+                "log": lambda v: _log(abs(v)),
+                "sqrt": lambda v: mpmath.sqrt(abs(v)),
+                "tanh": mpmath.tanh,
+                "sigmoid": lambda v: 1 / (1 + mpmath.exp(-v)),
+                "gelu": _gelu,
+                "gelu_tanh": _gelu_tanh,
+                "silu": lambda v: v / (1 + mpmath.exp(-v)),
+                "relu": lambda v: max(v, mpmath.mpf(0)),
+                "square": lambda v: v * v,
+                "reciprocal": lambda v: _div(1, v),
+                "cast": lambda v: v,
+                "erf": mpmath.erf,
+                "softplus": _softplus,
+                "leaky_relu": lambda v: v if v > 0 else v * mpmath.mpf("0.01"),
+                "elu": lambda v: v if v > 0 else mpmath.expm1(v),
+                "cube": lambda v: v**3,
+                "expm1": mpmath.expm1,
+                "log1p": lambda v: mpmath.log1p(abs(v)),
+                "rsqrt": _rsqrt,
+            }[op]
+            x = _map(function, x)
+        elif kind == "binary":
+            if op == "where":
+                x = np.where(np.vectorize(lambda a, b: a > b, otypes=[bool])(x, y), x, _map(lambda b: b * half, y))
+            else:
+                x = np.vectorize(
+                    {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": _div, "maximum": max}[op],
+                    otypes=[object],
+                )(x, y)
+        elif kind == "reduce":
+            x = _reduce_exact(op, x)
+        else:
+            x = x.dot(y.T).dot(y)
+    return x
+
+
+def _reduce_exact(op: str, x: np.ndarray) -> np.ndarray:
+    rows = []
+    for row in x:
+        row = list(row)
+        n = len(row)
+        total = mpmath.fsum(row)
+        mean = total / n
+        var = mpmath.fsum((v - mean) ** 2 for v in row) / n
+        if op == "sum":
+            out = [total] * n
+        elif op == "mean":
+            out = [mean] * n
+        elif op in ("softmax", "log_softmax", "logsumexp"):
+            top = max(row)
+            lse = top + mpmath.log(mpmath.fsum(mpmath.exp(v - top) for v in row))
+            out = {"softmax": [mpmath.exp(v - lse) for v in row], "log_softmax": [v - lse for v in row], "logsumexp": [lse] * n}[op]
+        elif op == "var":
+            out = [var] * n
+        elif op == "std":
+            out = [mpmath.sqrt(var)] * n
+        elif op == "layer_norm":
+            rstd = 1 / mpmath.sqrt(var + mpmath.mpf(1e-5))
+            out = [(v - mean) * rstd for v in row]
+        elif op == "norm":
+            out = [mpmath.sqrt(mpmath.fsum(v * v for v in row))] * n
+        elif op == "cumsum":
+            out = [mpmath.fsum(row[: i + 1]) for i in range(n)]
+        else:
+            out = [max(row)] * n
+        rows.append(out)
+    return np.array(rows, dtype=object)
+
+
+def exact_to_float(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(exact rounded down, exact rounded up) to float64: for a float64 bound b,
+    b <= exact iff b <= down, and exact <= b iff up <= b, so containment is tested exactly."""
+    limit = mpmath.mpf(2) ** 1024
+
+    def directed(v: mpmath.mpf, rounding: str) -> float:
+        if abs(v) >= limit:
+            return math.copysign(math.inf, v)
+        return float(libmp.to_float(v._mpf_, rnd=rounding))
+
+    with np.errstate(all="ignore"):
+        lo = np.vectorize(lambda v: directed(mpmath.mpf(v), libmp.round_floor), otypes=[float])(values)
+        hi = np.vectorize(lambda v: directed(mpmath.mpf(v), libmp.round_ceiling), otypes=[float])(values)
+    return lo, hi
