@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from tests.tracking.programs import programs  # noqa: E402
-from tests.tracking.test_soundness import check_program  # noqa: E402
+from tests.tracking.programs import programs
+from tests.tracking.test_soundness import check_program
 
 
 def main() -> None:
@@ -47,6 +47,7 @@ def main() -> None:
             check_program(program)
         except AssertionError as error:
             violations.append(repr(error)[:2000])
+            print("VIOLATION", violations[-1], flush=True)
         if count % 1000 == 0:
             rate = count / (time.perf_counter() - start)
             print(
@@ -56,10 +57,9 @@ def main() -> None:
     campaign()
     elapsed = time.perf_counter() - start
     print(
-        f"checked {count} programs in {elapsed:.0f} s (seed {options.seed}): {len(violations)} violations"
+        f"checked {count} programs in {elapsed:.0f} s (seed {options.seed}): "
+        f"{len(violations)} violations"
     )
-    for violation in violations[:20]:
-        print(violation)
     sys.exit(1 if violations else 0)
 
 

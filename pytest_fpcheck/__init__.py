@@ -28,6 +28,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Format": ("pytest_fpcheck.formats", "Format"),
     "format_of": ("pytest_fpcheck.formats", "format_of"),
     "interval": ("pytest_fpcheck.interval", None),
+    "strategies": ("pytest_fpcheck.strategies", None),
     "Bounds": ("pytest_fpcheck.interval.bounds", "Bounds"),
     "track": ("pytest_fpcheck.tracking.track", "track"),
     "Tracker": ("pytest_fpcheck.tracking.track", "Tracker"),
@@ -60,23 +61,25 @@ __all__ = [
     "hull",
     "interval",
     "roundoff_bounds",
+    "strategies",
     "track",
 ]
 
 if TYPE_CHECKING:
     from . import formats as formats
     from . import interval as interval
+    from . import strategies as strategies
     from .assertions.roundoff import assert_roundoff_close as assert_roundoff_close
     from .assertions.verdict import Verdict as Verdict
     from .assertions.verdict import classify as classify
+    from .formats import Format as Format
+    from .formats import format_of as format_of
     from .interval.bounds import Bounds as Bounds
     from .tracking.track import Tracker as Tracker
     from .tracking.track import bounds_of as bounds_of
     from .tracking.track import hull as hull
     from .tracking.track import roundoff_bounds as roundoff_bounds
     from .tracking.track import track as track
-    from .formats import Format as Format
-    from .formats import format_of as format_of
 
 
 def __getattr__(name: str) -> Any:

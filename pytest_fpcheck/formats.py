@@ -19,6 +19,7 @@ FPRev's masked all-one arrays for each format (FPRev sections 3.2 and 8.1).
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from dataclasses import dataclass
@@ -104,7 +105,7 @@ class Format:
         """2**(emin - p + 1), the spacing of the subnormal range."""
         return math.ldexp(1.0, self.emin - self.precision + 1)
 
-    @property
+    @functools.cached_property
     def max_ordinal(self) -> int:
         """Ordinal of the largest finite number."""
         top: int = ordinal(self.max_finite, self).item()

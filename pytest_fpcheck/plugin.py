@@ -8,6 +8,10 @@ needs it, so loading the plugin costs (almost) nothing.
 
 from __future__ import annotations
 
+import dataclasses
+import sys
+from collections.abc import Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -17,8 +21,11 @@ from .settings import OPTIONS, Settings
 
 if TYPE_CHECKING:
     from .fixture import FPCheckFixture
+    from .report import RunReport
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
+REPORT_KEY = pytest.StashKey["RunReport"]()
+REPORT_PATH_KEY = pytest.StashKey["Path | None"]()
 
 _MARKERS = (
     "fpcheck(**overrides): per-test overrides of the fpcheck options "
@@ -36,6 +43,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             group.addoption(option.flag, dest=option.ini, default=None, help=option.help)
         parser.addini(option.ini, help=f"{option.help} (default: {option.default})")
+    group.addoption(
+        "--fpcheck-report",
+        dest="fpcheck_report",
+        default=None,
+        metavar="PATH",
+        help="write the run's verdicts to PATH (.json)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,8 +65,79 @@ def pytest_configure(config: pytest.Config) -> None:
             raw[option.field] = ini_value
     try:
         config.stash[SETTINGS_KEY] = Settings.from_text(raw)
+        config.stash[REPORT_PATH_KEY] = _report_path(config.getoption("fpcheck_report"))
     except InvalidArgument as error:
         raise pytest.UsageError(f"pytest-fpcheck: {error}") from None
+
+
+def _report_path(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value)
+    if path.suffix != ".json":
+        raise InvalidArgument("--fpcheck-report", value, "a path ending in .json")
+    if not path.parent.resolve().is_dir():
+        raise InvalidArgument(
+            "--fpcheck-report", value, f"a path in an existing directory ({path.parent} is not one)"
+        )
+    return path
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """Collect the test's verdicts; under --fpcheck, run it inside fp.track()."""
+    from contextlib import ExitStack
+
+    from .assertions.record import collecting
+
+    settings = item.config.stash[SETTINGS_KEY]
+    with ExitStack() as stack:
+        verdicts = stack.enter_context(collecting())
+        if settings_for(item).enabled and "torch" in sys.modules:  # nothing to track otherwise
+            from .tracking.track import track
+
+            stack.enter_context(track())
+        try:
+            return (yield)
+        finally:
+            if verdicts and settings.enabled:
+                report = _report(item.config)
+                for verdict in verdicts:
+                    report.add_verdict(item.nodeid, verdict.to_dict())
+
+
+def _report(config: pytest.Config) -> RunReport:
+    from .report import RunReport
+
+    if REPORT_KEY not in config.stash:
+        config.stash[REPORT_KEY] = RunReport()
+    return config.stash[REPORT_KEY]
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if REPORT_KEY not in config.stash:
+        return
+    report = config.stash[REPORT_KEY]
+    lines = report.summary_lines(width=100 if config.get_verbosity() <= 0 else 160)
+    if lines:
+        terminalreporter.write_sep("=", "fpcheck: round-off verdicts")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    path = config.stash.get(REPORT_PATH_KEY, None)
+    if path is None:
+        return
+    from .environment import numeric_environment
+
+    settings = config.stash[SETTINGS_KEY]
+    _report(config).write(
+        path,
+        environment=numeric_environment(import_torch=settings.enabled).to_dict(),
+        settings=dataclasses.asdict(settings),
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -1,8 +1,9 @@
 """Suite-wide setup.
 
-pytester's in-process runs restore ``sys.modules`` afterwards; a backend first imported inside
-such a run would be removed and imported a second time by a later test, which torch and triton
-do not survive. Importing them here, once, keeps them in every snapshot. Import-laziness is
+pytester's in-process runs restore ``sys.modules`` afterwards; a module first imported inside
+such a run would be removed and imported a second time by a later test, which torch, triton and
+the tracking rules (registered once per process) do not survive. Importing them here, once,
+keeps them in every snapshot. Import-laziness is
 tested in subprocesses (tests/test_imports.py), which this does not affect.
 """
 
@@ -13,6 +14,6 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-for _backend in ("torch", "triton"):
+for _backend in ("torch", "triton", "pytest_fpcheck.tracking.track"):
     with contextlib.suppress(ImportError):
         __import__(_backend)

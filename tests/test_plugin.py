@@ -220,3 +220,88 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*fixture 'fpcheck' not found*"])
     result = pytester.runpytest("-p", "no:fpcheck", "--fpcheck")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+TRACKED_TEST = """
+import torch
+import pytest_fpcheck as fp
+
+def test_half_matmul():
+    torch.manual_seed(0)
+    x = torch.randn(16, 64, dtype=torch.float16)
+    w = torch.randn(64, 8, dtype=torch.float16)
+    y = x @ w  # tracked: the plugin runs the test inside fp.track()
+    assert fp.bounds_of(y) is not None
+    fp.assert_roundoff_close(y, (x.double() @ w.double()))
+
+def test_planted_bug():
+    x = torch.ones(4)
+    y = x * 3
+    fp.assert_roundoff_close(y, torch.full((4,), 3.5))
+"""
+
+
+def test_fpcheck_tracks_tests_and_summarises_verdicts(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    pytester.makepyfile(test_tracked=TRACKED_TEST)
+    report = pytester.path / "out.json"
+    result = pytester.runpytest_subprocess("--fpcheck", f"--fpcheck-report={report}")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= fpcheck: round-off verdicts =*",
+            "verdict           outside dtype            radius  test",
+            "bug                 4 / 4 float32               0  test_tracked.py::test_planted_bug",
+            "roundoff          0 / 128 float16             0.5  test_tracked.py::test_half_matmul",
+            "radius: median radius of the round-off enclosure, in ULPs of the result's format",
+        ]
+    )
+    import json
+
+    document = json.loads(report.read_text())
+    assert document["schema"] == {"name": "pytest-fpcheck-report", "version": 1}
+    assert document["counts"] == {"roundoff": 1, "bug": 1}
+    assert {v["test"] for v in document["verdicts"]} == {
+        "test_tracked.py::test_half_matmul",
+        "test_tracked.py::test_planted_bug",
+    }
+    assert document["settings"]["enabled"] is True
+    assert "numpy" in document["environment"]["versions"]
+
+
+def test_without_fpcheck_nothing_is_tracked_or_printed(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    pytester.makepyfile(
+        """
+        import torch
+        import pytest_fpcheck as fp
+
+        def test_untracked():
+            y = torch.ones(3) * 3
+            assert fp.bounds_of(y) is None
+            assert fp.assert_roundoff_close(y, torch.full((3,), 3.0)).kind == "exact"
+        """
+    )
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert "round-off verdicts" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "out.html",
+            "--fpcheck-report='out.html' (type str) is not valid: expected a path ending in .json.",
+        ),
+        (
+            "missing/out.json",
+            "--fpcheck-report='missing/out.json' (type str) is not valid: expected a path in an existing directory (missing is not one).",
+        ),
+    ],
+)
+def test_bad_report_path(pytester: pytest.Pytester, value: str, message: str) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest(f"--fpcheck-report={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: pytest-fpcheck: {message}"])

@@ -47,7 +47,7 @@ def count_line(k: int, n: int, what: str) -> str:
 
 
 def offender_line(offender: Offender, *, with_enclosure: bool = True) -> str:
-    text = f"{_index(offender.index)}: actual={offender.actual!r}, expected={offender.expected!r}"
+    text = f"{_index(offender.position)}: actual={offender.actual!r}, expected={offender.expected!r}"
     if with_enclosure:
         text += f", enclosure=[{offender.lo!r}, {offender.hi!r}]"
     return text

@@ -36,4 +36,5 @@ def collecting() -> Iterator[list[Verdict]]:
     try:
         yield collected
     finally:
-        _SINK.lists.remove(collected)
+        # by identity: another collector's list may be equal (e.g. both empty)
+        _SINK.lists[:] = [other for other in _SINK.lists if other is not collected]

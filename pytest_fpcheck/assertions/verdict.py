@@ -59,7 +59,9 @@ class Excess(NamedTuple):
 
 
 class Offender(NamedTuple):
-    index: tuple[int, ...]
+    """One element: its position, both values and the enclosure of actual there."""
+
+    position: tuple[int, ...]
     actual: float
     expected: float
     lo: float
@@ -252,7 +254,7 @@ def classify(
         kind=kind,
         outside=outside,
         total=int(a.size),
-        worst_index=worst.index if worst is not None else None,
+        worst_index=worst.position if worst is not None else None,
         worst_excess=excess,
         offenders=offenders,
         format=fmt,
@@ -370,7 +372,7 @@ def _fallback(
         kind=kind,
         outside=outside,
         total=int(a.size),
-        worst_index=worst.index if worst is not None else None,
+        worst_index=worst.position if worst is not None else None,
         worst_excess=None,
         offenders=offenders,
         format=fmt,

@@ -168,10 +168,10 @@ def _products(a: Interval, b: Interval) -> tuple[Array, Array]:
         if a.is_point:
             p1, p2 = a.lo * b.lo, a.lo * b.hi
             return np.minimum(p1, p2), np.maximum(p1, p2)
-        p = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
-        lo = np.minimum(np.minimum(p[0], p[1]), np.minimum(p[2], p[3]))
-        hi = np.maximum(np.maximum(p[0], p[1]), np.maximum(p[2], p[3]))
-        nan = np.isnan(p[0]) | np.isnan(p[1]) | np.isnan(p[2]) | np.isnan(p[3])
+        c = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
+        lo = np.minimum(np.minimum(c[0], c[1]), np.minimum(c[2], c[3]))
+        hi = np.maximum(np.maximum(c[0], c[1]), np.maximum(c[2], c[3]))
+        nan = np.isnan(c[0]) | np.isnan(c[1]) | np.isnan(c[2]) | np.isnan(c[3])
         return np.where(nan, np.nan, lo), np.where(nan, np.nan, hi)
 
 

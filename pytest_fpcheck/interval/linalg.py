@@ -55,7 +55,7 @@ def _finish(mid: Array, rad: Array, fmt: Format) -> Interval:
     return Interval(lo, hi).to_format(fmt)
 
 
-def _overflow_to_everything(interval: Interval, may_overflow: Array) -> Interval:
+def _overflow_to_everything(interval: Interval, may_overflow: NDArray[np.bool_]) -> Interval:
     if not may_overflow.any():
         return interval
     return Interval(np.where(may_overflow, -np.inf, interval.lo), np.where(may_overflow, np.inf, interval.hi))

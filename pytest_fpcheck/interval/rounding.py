@@ -15,7 +15,7 @@ A NaN endpoint widens to the infinity of its direction rather than poisoning the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -73,6 +73,7 @@ def _directed(x: Array, fmt: Format, direction: int) -> Array:
     with np.errstate(over="ignore", invalid="ignore"):
         cast = x.astype(native)
         wrong_side = cast < x if direction > 0 else cast > x
-        stepped = np.where(wrong_side, np.nextafter(cast, native(infinity)), cast)
+        toward: Any = native(infinity)
+        stepped = np.where(wrong_side, np.nextafter(cast, toward), cast)
     out: Array = stepped.astype(np.float64)
     return out

@@ -135,14 +135,26 @@ class OpCall:
         return user_frame()
 
     @property
+    def location(self) -> str:
+        """``model.py:12 in MLP.layers.0`` (file, line and module path, as far as known)."""
+        parts = []
+        if self.source is not None:
+            parts.append(f"{os.path.basename(self.source[0])}:{self.source[1]}")
+        if self.module_path:
+            parts.append(f"in {self.module_path}")
+        return " ".join(parts)
+
+    @property
     def site(self) -> str:
         """``aten.mm at model.py:12 in MLP.layers.0``: what a report shows of this call."""
-        text = self.packet
-        if self.source is not None:
-            text += f" at {os.path.basename(self.source[0])}:{self.source[1]}"
-        if self.module_path:
-            text += f" in {self.module_path}"
-        return text
+        location = self.location
+        if not location:
+            return self.packet
+        return (
+            f"{self.packet} {location}"
+            if location.startswith("in ")
+            else f"{self.packet} at {location}"
+        )
 
 
 class Interposer(TorchDispatchMode):

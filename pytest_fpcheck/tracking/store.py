@@ -167,7 +167,7 @@ class BoundsStore:
 
     def __len__(self) -> int:
         with self._lock:
-            return sum(1 for key in self._records if not key.expired())
+            return len([key for key in self._records if not key.expired()])
 
 
 #: The process-wide store. Tracking is per thread; records are per storage.

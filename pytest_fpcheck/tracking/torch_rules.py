@@ -113,8 +113,10 @@ def _monotone(ctx: RuleContext) -> Any:
         if isinstance(value, torch.Tensor) and value.dtype == torch.bool:
             _, decided = ctx.condition(value)
             if not decided.all():
-                ctx.note("a boolean argument depends on an undecided comparison; the bounds "
-                         "follow the observed outcome")
+                ctx.note(
+                    "a boolean argument depends on an undecided comparison; the bounds "
+                    "follow the observed outcome"
+                )
     ends: dict[int, Interval] = {}
 
     def end(index: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -131,18 +133,22 @@ def _monotone(ctx: RuleContext) -> Any:
     with internal(), torch.no_grad():
         low = ctx.call.func(*_swap_floats(ctx.args, end(0)), **_swap_floats(kwargs, end(0)))
         all_points = all(i.is_point for i in ends.values())
-        high = low if all_points else ctx.call.func(
-            *_swap_floats(ctx.args, end(1)), **_swap_floats(kwargs, end(1))
+        high = (
+            low
+            if all_points
+            else ctx.call.func(*_swap_floats(ctx.args, end(1)), **_swap_floats(kwargs, end(1)))
         )
     lows = low if isinstance(low, (tuple, list)) else (low,)
     highs = high if isinstance(high, (tuple, list)) else (high,)
     result: list[Interval | None] = []
-    for lo_t, hi_t in zip(lows, highs):
+    for lo_t, hi_t in zip(lows, highs, strict=True):
         if not isinstance(lo_t, torch.Tensor) or dtype_format(lo_t.dtype) is None:
             result.append(None)
             continue
         lo_a = lo_t.to(torch.float64).numpy()
-        result.append(Interval.point(lo_a) if all_points else Interval(lo_a, hi_t.to(torch.float64).numpy()))
+        result.append(
+            Interval.point(lo_a) if all_points else Interval(lo_a, hi_t.to(torch.float64).numpy())
+        )
     return tuple(result)
 
 
@@ -315,7 +321,9 @@ def _mul(ctx: RuleContext) -> Interval:
 
 @_rule("aten.div")
 def _div(ctx: RuleContext) -> Interval:
-    quotient = ew.div(ctx.operand(ctx.arg(0, "self")), ctx.operand(ctx.arg(1, "other")), ctx.compute)
+    quotient = ew.div(
+        ctx.operand(ctx.arg(0, "self")), ctx.operand(ctx.arg(1, "other")), ctx.compute
+    )
     mode = ctx.kwargs.get("rounding_mode")
     if mode is not None:
         integral = np.trunc if mode == "trunc" else np.floor
@@ -346,8 +354,13 @@ def _sqrt(ctx: RuleContext) -> Interval:
 def _library(name: str, function: Callable[[Array], Array], *, increasing: bool = True) -> None:
     def rule(ctx: RuleContext) -> Interval:
         return ew.library_function(
-            function, ctx.operand(ctx.args[0]), ctx.fmt, ctx.compute, ew.ULP_ERRORS[name],
-            increasing=increasing, absolute=ew.ABSOLUTE_ERRORS.get(name, 0.0),
+            function,
+            ctx.operand(ctx.args[0]),
+            ctx.fmt,
+            ctx.compute,
+            ew.ULP_ERRORS[name],
+            increasing=increasing,
+            absolute=ew.ABSOLUTE_ERRORS.get(name, 0.0),
         )
 
     register_rule(f"aten.{name}", rule)
@@ -418,7 +431,11 @@ def _pow(ctx: RuleContext) -> Interval:
     with np.errstate(invalid="ignore"):
         positive = Interval(np.where(a.lo < 0, np.nan, a.lo), np.where(a.hi < 0, np.nan, a.hi))
     return ew.library_function(
-        lambda x: np.power(x, p), positive, ctx.fmt, ctx.compute, ew.ULP_ERRORS["pow"],
+        lambda x: np.power(x, p),
+        positive,
+        ctx.fmt,
+        ctx.compute,
+        ew.ULP_ERRORS["pow"],
         increasing=p > 0,
     )
 
@@ -455,7 +472,9 @@ def _gelu(ctx: RuleContext) -> Interval:
         half_x = ew.mul(_c(ctx, 0.5), x, c, operand_bits=64)
         return ew.mul(half_x, ew.add(one, t, c), ctx.fmt, operand_bits=64)
     scaled = ew.mul(x, _c(ctx, math.sqrt(0.5)), c, operand_bits=64)
-    e = ew.library_function(_erf, scaled, c, c, ew.ULP_ERRORS["erf"], absolute=ew.ABSOLUTE_ERRORS["erf"])
+    e = ew.library_function(
+        _erf, scaled, c, c, ew.ULP_ERRORS["erf"], absolute=ew.ABSOLUTE_ERRORS["erf"]
+    )
     half_x = ew.mul(x, _c(ctx, 0.5), c, operand_bits=64)
     return ew.mul(half_x, ew.add(one, e, c), ctx.fmt, operand_bits=64)
 
@@ -473,7 +492,9 @@ def _silu(ctx: RuleContext) -> Interval:
 def _elu(ctx: RuleContext) -> Interval:
     """x > 0 ? scale * x : alpha * scale * expm1(x * input_scale)."""
     c = ctx.compute
-    alpha, scale, input_scale = (float(ctx.arg(i, n, 1.0)) for i, n in ((1, "alpha"), (2, "scale"), (3, "input_scale")))
+    alpha, scale, input_scale = (
+        float(ctx.arg(i, n, 1.0)) for i, n in ((1, "alpha"), (2, "scale"), (3, "input_scale"))
+    )
     x = ctx.operand(ctx.args[0], c)
     positive = ew.mul(x, _c(ctx, scale), c, operand_bits=64) if scale != 1 else x
     inner = ew.mul(x, _c(ctx, input_scale), c, operand_bits=64) if input_scale != 1 else x
@@ -528,15 +549,19 @@ def _sum(ctx: RuleContext) -> Interval:
     axes, keepdim = _reduce_args(ctx, x)
     source = dtype_format(x.dtype) or _F64
     accumulate = ctx.compute if ctx.compute.precision >= source.precision else source
-    return reduce_sum(ctx.interval(x), axes, keepdim, ctx.fmt, _sum_factor(ctx, accumulate), accumulate=accumulate)
+    return reduce_sum(
+        ctx.interval(x), axes, keepdim, ctx.fmt, _sum_factor(ctx, accumulate), accumulate=accumulate
+    )
 
 
 @_rule("aten.mean")
 def _mean(ctx: RuleContext) -> Interval:
+    """sum / n, the sum accumulated in the compute format and possibly stored in the result's
+    format first (ATen's CPU mean divides a result-typed sum): the wider of the two bounds."""
     x = ctx.args[0]
     axes, keepdim = _reduce_args(ctx, x)
     c = ctx.compute
-    total = reduce_sum(ctx.interval(x), axes, keepdim, c, _sum_factor(ctx, c), accumulate=c)
+    total = reduce_sum(ctx.interval(x), axes, keepdim, ctx.fmt, _sum_factor(ctx, c), accumulate=c)
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     return ew.div(total, Interval.point(np.asarray(float(n))), ctx.fmt)
 
@@ -550,7 +575,9 @@ def _prod(ctx: RuleContext) -> Interval:
     keepdim = bool(ctx.arg(2, "keepdim", False))
     axes = _dims(dim, x.dim())
     a = ctx.interval(x)
-    lo = np.moveaxis(a.lo, axes, tuple(range(len(axes)))).reshape(-1, *[s for i, s in enumerate(a.shape) if i not in axes])
+    lo = np.moveaxis(a.lo, axes, tuple(range(len(axes)))).reshape(
+        -1, *[s for i, s in enumerate(a.shape) if i not in axes]
+    )
     hi = np.moveaxis(a.hi, axes, tuple(range(len(axes)))).reshape(lo.shape)
     n = lo.shape[0]
     acc = Interval.point(np.ones(lo.shape[1:]))
@@ -563,7 +590,9 @@ def _prod(ctx: RuleContext) -> Interval:
     return result.to_format(ctx.fmt)
 
 
-def _moments(ctx: RuleContext, a: Interval, axes: tuple[int, ...], correction: float) -> tuple[Interval, Interval]:
+def _moments(
+    ctx: RuleContext, a: Interval, axes: tuple[int, ...], correction: float
+) -> tuple[Interval, Interval]:
     """(mean, variance) enclosures over ``axes`` (keepdims), for any of the algorithms PyTorch
     uses (two-pass, Welford): the exact values over the box by interval evaluation of the
     two-pass formula in float64, widened for rounding by 2 gamma_{2n} sum(x^2) (Chan, Golub and
@@ -585,8 +614,12 @@ def _moments(ctx: RuleContext, a: Interval, axes: tuple[int, ...], correction: f
     # (x - mean)^2 <= 4 max x^2: where that or the sum of |x| may overflow the compute format,
     # the kernel may produce inf or NaN
     with np.errstate(over="ignore", invalid="ignore"):
-        overflow = ~(4 * energy < c.max_finite) | ~(np.sum(magnitude, axis=axes, keepdims=True) < c.max_finite)
-    return _everything_where(mean, overflow).to_format(c), _everything_where(variance, overflow).to_format(c)
+        overflow = ~(4 * energy < c.max_finite) | ~(
+            np.sum(magnitude, axis=axes, keepdims=True) < c.max_finite
+        )
+    return _everything_where(mean, overflow).to_format(c), _everything_where(
+        variance, overflow
+    ).to_format(c)
 
 
 def _everything_where(interval: Interval, mask: Array) -> Interval:
@@ -603,7 +636,9 @@ def _everything_where(interval: Interval, mask: Array) -> Interval:
 def _correction(ctx: RuleContext) -> float:
     correction = ctx.kwargs.get("correction")
     if correction is None:
-        unbiased = ctx.kwargs.get("unbiased", ctx.args[2] if len(ctx.args) > 2 and isinstance(ctx.args[2], bool) else True)
+        unbiased = ctx.kwargs.get(
+            "unbiased", ctx.args[2] if len(ctx.args) > 2 and isinstance(ctx.args[2], bool) else True
+        )
         return 1.0 if unbiased else 0.0
     return float(correction)
 
@@ -633,34 +668,49 @@ def _vector_norm(ctx: RuleContext) -> Interval:
     magnitude = ew.absolute(ctx.operand(x, c))
     if math.isinf(order):
         pick = np.max if order > 0 else np.min
-        return Interval(pick(magnitude.lo, axis=axes, keepdims=keepdim), pick(magnitude.hi, axis=axes, keepdims=keepdim)).to_format(ctx.fmt)
+        return Interval(
+            pick(magnitude.lo, axis=axes, keepdims=keepdim),
+            pick(magnitude.hi, axis=axes, keepdims=keepdim),
+        ).to_format(ctx.fmt)
     factor = _sum_factor(ctx, c)
     if order == 1:
         return reduce_sum(magnitude, axes, keepdim, ctx.fmt, factor, accumulate=c)
     if order == 2:
         squares = ew.mul(magnitude, magnitude, c, operand_bits=64)
         return ew.sqrt(reduce_sum(squares, axes, keepdim, c, factor, accumulate=c), ctx.fmt)
-    powered = ew.library_function(lambda v: np.power(v, order), magnitude, c, c, ew.ULP_ERRORS["pow"], increasing=order > 0)
+    powered = ew.library_function(
+        lambda v: np.power(v, order), magnitude, c, c, ew.ULP_ERRORS["pow"], increasing=order > 0
+    )
     total = reduce_sum(powered, axes, keepdim, c, factor, accumulate=c)
-    return ew.library_function(lambda v: np.power(v, 1 / order), total, ctx.fmt, c, ew.ULP_ERRORS["pow"], increasing=order > 0)
+    return ew.library_function(
+        lambda v: np.power(v, 1 / order),
+        total,
+        ctx.fmt,
+        c,
+        ew.ULP_ERRORS["pow"],
+        increasing=order > 0,
+    )
 
 
 @_rule("aten.logsumexp")
 def _logsumexp(ctx: RuleContext) -> Interval:
-    """m + log(sum(exp(x - m))), m the maximum (ATen's logsumexp), in the compute format."""
+    """m + log(sum(exp(x - m))), m the maximum. ATen composes it from tensor operations, so every
+    intermediate (x - m, exp, the sum, log) is rounded to the tensor's own format."""
     x = ctx.args[0]
     axes = _dims(ctx.arg(1, "dim"), x.dim())
     keepdim = bool(ctx.arg(2, "keepdim", False))
-    c = ctx.compute
-    a = ctx.operand(x, c)
+    c, f = ctx.compute, ctx.fmt
+    a = ctx.operand(x, f)
     shift = Interval(np.max(a.lo, axis=axes, keepdims=True), np.max(a.hi, axis=axes, keepdims=True))
-    shift = Interval(np.where(np.isinf(shift.lo), 0.0, shift.lo), np.where(np.isinf(shift.hi), 0.0, shift.hi))
-    e = ew.library_function(np.exp, ew.sub(a, shift, c), c, c, ew.ULP_ERRORS["exp"])
-    total = reduce_sum(e, axes, True, c, _sum_factor(ctx, c), accumulate=c)
-    result = ew.add(ew.library_function(np.log, total, c, c, ew.ULP_ERRORS["log"]), shift, c)
+    shift = Interval(
+        np.where(np.isinf(shift.lo), 0.0, shift.lo), np.where(np.isinf(shift.hi), 0.0, shift.hi)
+    )
+    e = ew.library_function(np.exp, ew.sub(a, shift, f), f, c, ew.ULP_ERRORS["exp"])
+    total = reduce_sum(e, axes, True, f, _sum_factor(ctx, c), accumulate=c)
+    result = ew.add(ew.library_function(np.log, total, f, c, ew.ULP_ERRORS["log"]), shift, f)
     if not keepdim:
         result = result.map(lambda v: np.squeeze(v, axis=axes))
-    return result.to_format(ctx.fmt)
+    return result
 
 
 @_rule("aten.cumsum")
@@ -672,7 +722,9 @@ def _cumsum(ctx: RuleContext) -> Interval:
     c = ctx.compute
     a = ctx.interval(x)
     n = a.shape[axis] if a.shape else 1
-    factors = np.array([ctx.sums.factor(i + 1, c.unit_roundoff) + 2 * gamma(i + 2, 2.0**-53) for i in range(n)])
+    factors = np.array(
+        [ctx.sums.factor(i + 1, c.unit_roundoff) + 2 * gamma(i + 2, 2.0**-53) for i in range(n)]
+    )
     shape = [1] * len(a.shape)
     if shape:
         shape[axis] = n
@@ -683,7 +735,9 @@ def _cumsum(ctx: RuleContext) -> Interval:
         lo = down(np.cumsum(a.lo, axis=axis) - spread)
         hi = up(np.cumsum(a.hi, axis=axis) + spread)
         overflow = ~(prefix_magnitude < c.max_finite) | np.isnan(lo) | np.isnan(hi)
-    return Interval(np.where(overflow, -np.inf, lo), np.where(overflow, np.inf, hi)).to_format(ctx.fmt)
+    return Interval(np.where(overflow, -np.inf, lo), np.where(overflow, np.inf, hi)).to_format(
+        ctx.fmt
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -704,8 +758,20 @@ def _softmax_pieces(ctx: RuleContext, a: Interval, axis: int) -> tuple[Interval,
         low = e_lo / (e_lo + (total_hi - e_hi) * (1 + 2**-40) + 0.0)
         high = e_hi / (e_hi + np.maximum(total_lo - e_lo, 0.0) * (1 - 2**-40))
         spread = np.max(a.hi, axis=axis, keepdims=True) - np.min(a.lo, axis=axis, keepdims=True)
-    exact = Interval(np.where(np.isnan(low), -np.inf, down(low)), np.where(np.isnan(high), np.inf, np.minimum(up(high), 1.0)))
+    exact = Interval(
+        np.where(np.isnan(low), -np.inf, down(low)),
+        np.where(np.isnan(high), np.inf, np.minimum(up(high), 1.0)),
+    )
     return exact, spread, np.asarray(a.shape[axis] if a.shape else 1)
+
+
+def _row_may_be_nan(a: Interval, axis: int) -> Array:
+    """Softmax of a row is NaN when some element may be +inf (inf - inf) or every element may
+    be -inf (0 / 0)."""
+    result: Array = np.any(np.isposinf(a.hi), axis=axis, keepdims=True) | np.all(
+        np.isneginf(a.lo), axis=axis, keepdims=True
+    )
+    return result
 
 
 def _softmax_units(ctx: RuleContext) -> tuple[float, float]:
@@ -735,7 +801,7 @@ def _softmax(ctx: RuleContext) -> Interval:
         tiny = 4 * (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
         lo = down(exact.lo / factor - tiny)
         hi = up(exact.hi * factor + tiny)
-        nan = np.isnan(lo) | np.isnan(hi) | np.isneginf(exact.lo)
+        nan = np.isnan(lo) | np.isnan(hi) | np.isneginf(exact.lo) | _row_may_be_nan(a, axis)
         lo = np.where(nan, -np.inf, np.maximum(lo, 0.0))
         hi = np.where(nan, np.inf, hi)
     return Interval(lo, hi).to_format(ctx.fmt)
@@ -775,7 +841,8 @@ def _log_softmax(ctx: RuleContext) -> Interval:
         )
         lo = down(low - allowance)
         hi = up(high + allowance)
-    return Interval(np.where(np.isnan(lo), -np.inf, lo), np.where(np.isnan(hi), np.inf, hi)).to_format(ctx.fmt)
+        nan = np.isnan(lo) | np.isnan(hi) | _row_may_be_nan(a, axis)
+    return Interval(np.where(nan, -np.inf, lo), np.where(nan, np.inf, hi)).to_format(ctx.fmt)
 
 
 # --------------------------------------------------------------------------------------------
@@ -783,7 +850,12 @@ def _log_softmax(ctx: RuleContext) -> Interval:
 
 
 def _affine_normalise(
-    ctx: RuleContext, a: Interval, mean: Interval, rstd: Interval, weight: Interval | None, bias: Interval | None
+    ctx: RuleContext,
+    a: Interval,
+    mean: Interval,
+    rstd: Interval,
+    weight: Interval | None,
+    bias: Interval | None,
 ) -> Interval:
     """The exact range of (x - mean) * rstd * w + b over the boxes, in float64, plus an
     allowance of 6 u (|x| + |mean|) |rstd w| + 2 u |b| (+ tiny) that covers both evaluation
@@ -809,7 +881,9 @@ def _optional(ctx: RuleContext, x: Any) -> Interval | None:
 
 @_rule("aten.native_layer_norm")
 def _layer_norm(ctx: RuleContext) -> tuple[Interval, Interval, Interval]:
-    x, shape, weight, bias, eps = (ctx.arg(i, n) for i, n in enumerate(("input", "normalized_shape", "weight", "bias", "eps")))
+    x, shape, weight, bias, eps = (
+        ctx.arg(i, n) for i, n in enumerate(("input", "normalized_shape", "weight", "bias", "eps"))
+    )
     axes = tuple(range(x.dim() - len(shape), x.dim()))
     a = ctx.operand(x, ctx.compute)
     mean, variance = _moments(ctx, a, axes, 0.0)
@@ -823,12 +897,17 @@ def _rstd(ctx: RuleContext, variance: Interval, eps: float) -> Interval:
     allowance)."""
     c = ctx.compute
     shifted = ew.add(variance, _c(ctx, eps), c)
-    return ew.library_function(lambda v: 1.0 / np.sqrt(v), shifted, c, c, ew.ULP_ERRORS["rsqrt"], increasing=False)
+    return ew.library_function(
+        lambda v: 1.0 / np.sqrt(v), shifted, c, c, ew.ULP_ERRORS["rsqrt"], increasing=False
+    )
 
 
 @_rule("aten.native_group_norm")
 def _group_norm(ctx: RuleContext) -> tuple[Interval, Interval, Interval]:
-    x, weight, bias, n, channels, hw, groups, eps = (ctx.arg(i, name) for i, name in enumerate(("input", "weight", "bias", "N", "C", "HxW", "group", "eps")))
+    x, weight, bias, n, channels, _, groups, eps = (
+        ctx.arg(i, name)
+        for i, name in enumerate(("input", "weight", "bias", "N", "C", "HxW", "group", "eps"))
+    )
     a = ctx.operand(x, ctx.compute)
     grouped = a.map(lambda v: v.reshape(n, groups, -1))
     mean, variance = _moments(ctx, grouped, (2,), 0.0)
@@ -842,18 +921,28 @@ def _group_norm(ctx: RuleContext) -> tuple[Interval, Interval, Interval]:
     w = _optional(ctx, weight)
     b = _optional(ctx, bias)
     out = _affine_normalise(
-        ctx, flat, mean.map(expand), rstd.map(expand),
+        ctx,
+        flat,
+        mean.map(expand),
+        rstd.map(expand),
         w.map(lambda v: v.reshape(1, channels, 1)) if w is not None else None,
         b.map(lambda v: v.reshape(1, channels, 1)) if b is not None else None,
     )
     shape = tuple(x.shape)
-    return out.map(lambda v: v.reshape(shape)), mean.map(lambda v: v.reshape(n, groups)).to_format(ctx.fmt), rstd.map(lambda v: v.reshape(n, groups)).to_format(ctx.fmt)
+    return (
+        out.map(lambda v: v.reshape(shape)),
+        mean.map(lambda v: v.reshape(n, groups)).to_format(ctx.fmt),
+        rstd.map(lambda v: v.reshape(n, groups)).to_format(ctx.fmt),
+    )
 
 
 @_rule("aten.native_batch_norm", "aten._native_batch_norm_legit_no_training")
 def _batch_norm(ctx: RuleContext) -> Any:
     """Evaluation mode: (x - running_mean) / sqrt(running_var + eps) * w + b, per channel."""
-    x, weight, bias, running_mean, running_var = (ctx.arg(i, n) for i, n in enumerate(("input", "weight", "bias", "running_mean", "running_var")))
+    x, weight, bias, running_mean, running_var = (
+        ctx.arg(i, n)
+        for i, n in enumerate(("input", "weight", "bias", "running_mean", "running_var"))
+    )
     no_training = ctx.call.packet == "aten._native_batch_norm_legit_no_training"
     training = False if no_training else bool(ctx.arg(5, "training"))
     eps = float(ctx.arg(6 if no_training else 7, "eps"))
@@ -866,9 +955,12 @@ def _batch_norm(ctx: RuleContext) -> Any:
         return None if enclosure is None else enclosure.map(lambda v: v.reshape(shape))
 
     mean, variance = per_channel(running_mean), per_channel(running_var)
-    assert mean is not None and variance is not None
+    assert mean is not None
+    assert variance is not None
     rstd = _rstd(ctx, variance, eps)
-    out = _affine_normalise(ctx, ctx.operand(x, ctx.compute), mean, rstd, per_channel(weight), per_channel(bias))
+    out = _affine_normalise(
+        ctx, ctx.operand(x, ctx.compute), mean, rstd, per_channel(weight), per_channel(bias)
+    )
     return (out, *(None for _ in ctx.outputs[1:]))
 
 
@@ -890,7 +982,14 @@ def _matmul_setup(ctx: RuleContext, k: int, extra_terms: int = 0) -> tuple[float
     return float(factor), acc
 
 
-def _product(ctx: RuleContext, a: Interval, b: Interval, k: int, addend: Interval | None = None, product: Callable[[Array, Array], Array] = np.matmul) -> Interval:
+def _product(
+    ctx: RuleContext,
+    a: Interval,
+    b: Interval,
+    k: int,
+    addend: Interval | None = None,
+    product: Callable[[Array, Array], Array] = np.matmul,
+) -> Interval:
     factor, acc = _matmul_setup(ctx, k, 1 if addend is not None else 0)
     if addend is None:
         return matmul(a, b, ctx.fmt, factor=factor, accumulate=acc, product=product, k=k)
@@ -939,12 +1038,24 @@ def _convolution(ctx: RuleContext) -> Interval:
     the convolution itself as the product (float64, Python dispatch disabled) and k the number
     of terms each output sums."""
     x, w, bias, stride, padding, dilation, transposed, output_padding, groups = ctx.args[:9]
-    k = int(np.prod(w.shape[1:])) if not transposed else int(w.shape[0] // groups * np.prod(w.shape[2:]))
+    k = (
+        int(np.prod(w.shape[1:]))
+        if not transposed
+        else int(w.shape[0] // groups * np.prod(w.shape[2:]))
+    )
 
     def product(inp: Array, weight: Array) -> Array:
         with internal(), torch.no_grad():
             out = torch.ops.aten.convolution.default(
-                _torch(inp), _torch(weight), None, stride, padding, dilation, transposed, output_padding, groups
+                _torch(inp),
+                _torch(weight),
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
             )
         result: Array = out.numpy()
         return result
@@ -972,7 +1083,11 @@ def _nll_loss(ctx: RuleContext) -> tuple[Interval, Interval]:
     safe = np.where(keep, t, 0)
     rows = np.arange(a.lo.shape[0])
     picked = a.map(lambda v: v[rows, safe] if v.ndim == 2 else v[rows, safe, ...])
-    w = ctx.operand(weight, ctx.compute).map(lambda v: v[safe]) if weight is not None else Interval.point(np.ones(safe.shape))
+    w = (
+        ctx.operand(weight, ctx.compute).map(lambda v: v[safe])
+        if weight is not None
+        else Interval.point(np.ones(safe.shape))
+    )
     w = Interval(np.where(keep, w.lo, 0.0), np.where(keep, w.hi, 0.0))
     terms = ew.negate(ew.mul(picked, w, ctx.compute, operand_bits=64))
     c = ctx.compute

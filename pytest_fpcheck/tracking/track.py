@@ -14,7 +14,8 @@ where they differ.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -67,9 +68,7 @@ class Tracker(Interposer):
         if mode not in MODES:
             raise InvalidArgument("mode", mode, f"one of {', '.join(map(repr, MODES))}")
         if order is not None and not (hasattr(order, "n") and hasattr(order, "error_factor")):
-            raise InvalidArgument(
-                "order", order, "a SummationTree from fp.reveal_order (or None)"
-            )
+            raise InvalidArgument("order", order, "a SummationTree from fp.reveal_order (or None)")
         self.mode = mode
         self.order = order
         self.sums = SumBound(mode, order)
@@ -79,11 +78,28 @@ class Tracker(Interposer):
             if not is_torch_tensor(tensor):
                 raise InvalidArgument("assume", tensor, "a mapping from torch tensors to Bounds")
             if not isinstance(bounds, Bounds):
-                raise InvalidArgument(f"assume[{tuple(tensor.shape)}]", bounds, "a Bounds (e.g. from fp.hull)")
+                raise InvalidArgument(
+                    f"assume[{tuple(tensor.shape)}]", bounds, "a Bounds (e.g. from fp.hull)"
+                )
             if bounds.shape != tuple(tensor.shape):
                 raise InvalidArgument(
-                    f"assume[{tuple(tensor.shape)}]", bounds, f"Bounds of shape {tuple(tensor.shape)}"
+                    f"assume[{tuple(tensor.shape)}]",
+                    bounds,
+                    f"Bounds of shape {tuple(tensor.shape)}",
                 )
+
+    @contextlib.contextmanager
+    def reentered(self) -> Iterator[None]:
+        """Make this tracker see the operations run inside the block, even from within the
+        handling of another operation (for substitutes)."""
+        active = type(self)._active
+        depth = getattr(active, "depth", 0)
+        active.depth = 0
+        try:
+            with self:
+                yield
+        finally:
+            active.depth = depth
 
     def __enter__(self) -> Tracker:
         super().__enter__()
@@ -98,6 +114,10 @@ class Tracker(Interposer):
         return self
 
     def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
+        substitute = SUBSTITUTES.get(call.packet)
+        if substitute is not None:
+            with self.reentered():
+                return substitute(*call.args, **call.kwargs)
         inputs = _tensors(call.args) + _tensors(call.kwargs)
         mutable = call.func._schema.is_mutable
         records = [(t, STORE.record_of(t)) for t in inputs]
@@ -118,7 +138,7 @@ class Tracker(Interposer):
         if rule is None:
             if not tracked and not floating_in:
                 return out  # a factory or an integer operation on exact inputs
-            raise UnsupportedOperation(call.name, where=call.site)
+            raise UnsupportedOperation(call.name, where=call.location or None)
         ctx = RuleContext(call, out, self.sums, snapshot)
         result = rule(ctx)
         if any(r is not None and r.unbounded for _, r in records) or any(
@@ -129,12 +149,14 @@ class Tracker(Interposer):
         self._record(ctx, outputs, result, [r for _, r in records if r is not None])
         return out
 
-    def _record(self, ctx: RuleContext, outputs: list[torch.Tensor], result: Any, inherited: list[Record]) -> None:
+    def _record(
+        self, ctx: RuleContext, outputs: list[torch.Tensor], result: Any, inherited: list[Record]
+    ) -> None:
         intervals = result if isinstance(result, (tuple, list)) else (result,)
         provenance = Provenance().merge(*(r.provenance for r in inherited))
         notes = tuple(dict.fromkeys([n for r in inherited for n in r.notes] + ctx.notes))
         inherited_radius = max((_max_radius(r) for r in inherited), default=0.0)
-        for tensor, interval in zip(outputs, intervals):
+        for tensor, interval in zip(outputs, intervals, strict=False):
             if interval is None:
                 continue
             if interval.is_point and STORE.record_of(tensor) is None:
@@ -149,8 +171,50 @@ class Tracker(Interposer):
             )
 
 
+def _sdpa_math(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    attn_mask: torch.Tensor | None = None,
+    *,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ATen's math path of scaled dot-product attention, in tracked operations, with the
+    log-sum-exp of the scores that the fused CPU kernel also returns."""
+    # decompose(): run the composite kernel, whose operations then reach the tracker one by one
+    output, _ = torch.ops.aten._scaled_dot_product_attention_math.default.decompose(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale
+    )
+    factor = scale if scale is not None else query.shape[-1] ** -0.5
+    scores = (query.float() @ key.float().transpose(-2, -1)) * factor
+    if is_causal:
+        length, source = scores.shape[-2], scores.shape[-1]
+        keep = torch.ones(length, source, dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        scores = (
+            scores.masked_fill(~attn_mask, float("-inf"))
+            if attn_mask.dtype == torch.bool
+            else scores + attn_mask
+        )
+    return output, scores.logsumexp(-1)
+
+
+#: Fused kernels that tracking replaces by a composition of operations it has rules for. The
+#: fused CPU attention kernels (flash) run as ATen's math path under fp.track(): the value may
+#: then differ from an untracked run's by round-off (API: "scaled_dot_product_attention (math
+#: path)").
+SUBSTITUTES: dict[str, Callable[..., Any]] = {
+    "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_math,
+}
+
+
 def _unbounded(interval: Interval) -> bool:
-    return not interval.is_point and bool((np.isneginf(interval.lo) & np.isposinf(interval.hi)).any())
+    return not interval.is_point and bool(
+        (np.isneginf(interval.lo) & np.isposinf(interval.hi)).any()
+    )
 
 
 def _propagate_nan(ctx: RuleContext, inputs: list[torch.Tensor], result: Any) -> Any:
@@ -218,7 +282,9 @@ def _max_radius(record: Record) -> float:
     return float(width) / 2 if np.isfinite(width) else float("inf")
 
 
-def track(*, mode: str = "rigorous", order: Any = None, assume: Mapping[Any, Any] | None = None) -> Tracker:
+def track(
+    *, mode: str = "rigorous", order: Any = None, assume: Mapping[Any, Any] | None = None
+) -> Tracker:
     """Record round-off enclosures for what PyTorch computes inside the ``with`` block.
 
     ``mode="probabilistic"`` replaces gamma_n in sums and products by Higham and Mary's
@@ -239,11 +305,14 @@ def bounds_of(x: Any) -> Bounds | None:
     if record is None:
         return None
     interval = STORE.read(x)
-    assert interval is not None and record.format is not None
+    assert interval is not None
+    assert record.format is not None
     value = tensor_to_float64(x, argument="x")
     lo = np.array(interval.lo, dtype=np.float64)
     hi = lo.copy() if interval.is_point else np.array(interval.hi, dtype=np.float64)
-    return Bounds(lo, hi, value, x.dtype, record.format, record.provenance, record.mode, record.notes)
+    return Bounds(
+        lo, hi, value, x.dtype, record.format, record.provenance, record.mode, record.notes
+    )
 
 
 def _bounds_or_point(x: torch.Tensor) -> Bounds:
@@ -252,7 +321,9 @@ def _bounds_or_point(x: torch.Tensor) -> Bounds:
         return found
     value = tensor_to_float64(x, argument="result")
     fmt = dtype_format(x.dtype) or FORMATS["float64"]
-    return Bounds(value.copy(), value.copy(), value, x.dtype, fmt, notes=("exact: no rounding produced it",))
+    return Bounds(
+        value.copy(), value.copy(), value, x.dtype, fmt, notes=("exact: no rounding produced it",)
+    )
 
 
 def _tree_map(value: Any, leaf: Callable[[torch.Tensor], Bounds]) -> Any:
@@ -274,7 +345,9 @@ def roundoff_bounds(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         result = fn(*args, **kwargs)
     if not _tensors(result):
         raise InvalidArgument(
-            "fn", fn, "a callable that returns a tensor (or a structure of tensors)",
+            "fn",
+            fn,
+            "a callable that returns a tensor (or a structure of tensors)",
             hint=f"It returned {type(result).__name__}. For a Triton launch, return the output "
             "argument: lambda: (kernel[grid](x, out), out)[1].",
         )
@@ -291,4 +364,11 @@ def hull(a: Any, b: Any) -> Bounds:
     if va.shape != vb.shape:
         raise InvalidArgument("b", b, f"an array of shape {va.shape}, like a")
     fmt = storage_format(a, argument="a")
-    return Bounds(np.minimum(va, vb), np.maximum(va, vb), va, getattr(a, "dtype", np.float64), fmt, notes=("hull of two programs' values",))
+    return Bounds(
+        np.minimum(va, vb),
+        np.maximum(va, vb),
+        va,
+        getattr(a, "dtype", np.float64),
+        fmt,
+        notes=("hull of two programs' values",),
+    )

@@ -1,0 +1,120 @@
+"""Round-off or bug? RENDER's verdict on four stories (docs/roundoff.md).
+
+Each test runs the program under test inside ``fp.track()`` (``pytest --fpcheck`` does this for
+every test; the explicit ``with`` keeps the examples self-contained) and compares with a
+reference. ``assert_roundoff_close`` fails only when the difference is more than round-off.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import pytest_fpcheck as fp
+
+
+def make_mlp(dtype):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 32)
+    )
+    return model.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_mlp_is_roundoff_although_allclose_fails(dtype):
+    """A float16/bfloat16 MLP against the same MLP in float32: allclose fails, yet every
+    difference is round-off (Type-I)."""
+    low = make_mlp(dtype)
+    reference = make_mlp(torch.float32)
+    reference.load_state_dict({k: v.float() for k, v in low.state_dict().items()})
+    x = torch.randn(32, 64).to(dtype)
+    with fp.track():
+        out = low(x)
+        expected = reference(x.float())
+    assert not torch.allclose(out.float(), expected, rtol=1e-3, atol=1e-5)
+    verdict = fp.assert_roundoff_close(out, expected)
+    assert verdict.kind == "roundoff"
+    assert verdict.two_sided  # both runs were tracked: their enclosures must intersect
+
+
+class Block(torch.nn.Module):
+    """A pre-norm transformer block: attention and an MLP, each behind a layer norm."""
+
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = torch.nn.LayerNorm(d)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+        self.norm2 = torch.nn.LayerNorm(d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attention.transpose(1, 2).reshape(b, s, d))
+        return x + self.mlp(self.norm2(x))
+
+
+def test_bfloat16_transformer_block_is_roundoff():
+    torch.manual_seed(0)
+    block = Block()
+    low = Block().to(torch.bfloat16)
+    low.load_state_dict({k: v.to(torch.bfloat16) for k, v in block.state_dict().items()})
+    block.load_state_dict({k: v.float() for k, v in low.state_dict().items()})
+    x = torch.randn(2, 16, 64).to(torch.bfloat16)
+    with fp.track():
+        out = low(x)
+        expected = block(x.float())
+    assert not torch.allclose(out.float(), expected, rtol=1.6e-2, atol=1e-5)
+    assert fp.assert_roundoff_close(out, expected).kind == "roundoff"
+
+
+def layer_norm_unbiased(x, eps=1e-5):
+    """A hand-written layer norm that divides the variance by n - 1: the bug."""
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, keepdim=True, correction=1)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+def test_layer_norm_dividing_by_n_minus_1_is_a_bug_that_a_loose_tolerance_hides():
+    torch.manual_seed(0)
+    x = torch.randn(8, 256)
+    with fp.track():
+        out = layer_norm_unbiased(x)
+    expected = F.layer_norm(x, (256,))
+    assert torch.allclose(out, expected, rtol=1e-2, atol=1e-2)  # a loose allclose passes...
+    with pytest.raises(fp.RoundoffMismatch, match="Type-II"):  # ...but it is not round-off
+        fp.assert_roundoff_close(out, expected)
+
+
+def test_gradient_accumulation_loss_scaling_is_a_bug():
+    """The loss of a batch split into micro-batches, averaged per micro-batch and then over
+    micro-batches, is not the loss of the whole batch when micro-batches hold different numbers
+    of real (non-padding) tokens (RENDER, introduction). RENDER III-C: start the analysis at the
+    first layer where the programs differ; the logits are shared and exact inputs here."""
+    torch.manual_seed(0)
+    logits = torch.randn(4, 12, 50)
+    targets = torch.randint(0, 50, (4, 12))
+    targets[0, 3:] = -100  # the first sequence is mostly padding
+    with fp.track():
+        whole = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        micro = [F.cross_entropy(logits[i], targets[i], ignore_index=-100) for i in range(4)]
+        accumulated = sum(micro) / 4
+    with pytest.raises(fp.RoundoffMismatch, match="Type-II"):
+        fp.assert_roundoff_close(accumulated, whole)
+
+
+def test_fixed_gradient_accumulation_is_roundoff():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 12, 50)
+    targets = torch.randint(0, 50, (4, 12))
+    targets[0, 3:] = -100
+    with fp.track():
+        whole = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        total_tokens = (targets != -100).sum()
+        summed = [F.cross_entropy(logits[i], targets[i], ignore_index=-100, reduction="sum") for i in range(4)]
+        accumulated = sum(summed) / total_tokens
+    assert fp.assert_roundoff_close(accumulated, whole).kind in ("exact", "roundoff")

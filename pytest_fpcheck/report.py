@@ -1,0 +1,76 @@
+"""The run report: what a ``pytest --fpcheck`` run found, as a terminal table and as JSON.
+
+The model is a list of entries, each with the test id and a JSON-serialisable record (a verdict's
+``to_dict()``). The JSON document carries a schema name and version (``pytest-fpcheck-report``,
+version 1), the numeric environment and the run settings; non-finite numbers are written as the
+strings "inf", "-inf" and "nan".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SCHEMA", "RunReport"]
+
+SCHEMA = {"name": "pytest-fpcheck-report", "version": 1}
+_ORDER = {"bug": 0, "close": 1, "roundoff": 2, "exact": 3}
+
+
+@dataclass
+class RunReport:
+    """Verdicts made during a run, with the test that made each."""
+
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_verdict(self, test_id: str, record: dict[str, Any]) -> None:
+        self.verdicts.append({"test": test_id, **record})
+
+    def summary_lines(self, *, width: int = 100) -> list[str]:
+        """One line per verdict, bugs first, fitting ``width`` columns."""
+        if not self.verdicts:
+            return []
+        rows = sorted(self.verdicts, key=lambda v: (_ORDER.get(v["kind"], 9), v["test"]))
+        header = f"{'verdict':<9} {'outside':>15} {'dtype':<14} {'radius':>8}  test"
+        lines = [header]
+        for v in rows:
+            outside = f"{v['outside']} / {v['total']}"
+            radius = "-" if v.get("tightness_ulps") is None else f"{v['tightness_ulps']:.3g}"
+            head = f"{v['kind']:<9} {outside:>15} {v['dtype']:<14} {radius:>8}  "
+            room = max(width - len(head), 10)
+            test = v["test"] if len(v["test"]) <= room else "..." + v["test"][-(room - 3) :]
+            lines.append(head + test)
+        lines.append(
+            "radius: median radius of the round-off enclosure, in ULPs of the result's format"
+        )
+        return lines
+
+    def to_json(self, *, environment: dict[str, Any], settings: dict[str, Any]) -> str:
+        counts: dict[str, int] = {}
+        for v in self.verdicts:
+            counts[v["kind"]] = counts.get(v["kind"], 0) + 1
+        document = {
+            "schema": SCHEMA,
+            "environment": environment,
+            "settings": settings,
+            "counts": counts,
+            "verdicts": self.verdicts,
+        }
+        return json.dumps(_finite(document), indent=2, allow_nan=False, default=str)
+
+    def write(self, path: Path, *, environment: dict[str, Any], settings: dict[str, Any]) -> None:
+        path.write_text(self.to_json(environment=environment, settings=settings) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no infinities or NaN: they are written as the strings "inf", "-inf", "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
