@@ -15,7 +15,11 @@ import pytest_fpcheck as fp
 def make_mlp(dtype):
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 32)
+        torch.nn.Linear(64, 256),
+        torch.nn.GELU(),
+        torch.nn.Linear(256, 256),
+        torch.nn.GELU(),
+        torch.nn.Linear(256, 32),
     )
     return model.to(dtype)
 
@@ -47,7 +51,9 @@ class Block(torch.nn.Module):
         self.qkv = torch.nn.Linear(d, 3 * d)
         self.proj = torch.nn.Linear(d, d)
         self.norm2 = torch.nn.LayerNorm(d)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d)
+        )
 
     def forward(self, x):
         b, s, d = x.shape
@@ -115,6 +121,9 @@ def test_fixed_gradient_accumulation_is_roundoff():
     with fp.track():
         whole = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
         total_tokens = (targets != -100).sum()
-        summed = [F.cross_entropy(logits[i], targets[i], ignore_index=-100, reduction="sum") for i in range(4)]
+        summed = [
+            F.cross_entropy(logits[i], targets[i], ignore_index=-100, reduction="sum")
+            for i in range(4)
+        ]
         accumulated = sum(summed) / total_tokens
     assert fp.assert_roundoff_close(accumulated, whole).kind in ("exact", "roundoff")
