@@ -74,11 +74,13 @@ ULP_ERRORS: dict[str, float] = {
     "pow": 4.0,
 }
 
-#: Absolute error allowance, in units of the evaluating format's machine epsilon, added to the
-#: ULP error. ATen's vectorized CPU ``erf`` is a polynomial approximation of the Abramowitz and
-#: Stegun 7.1.26 kind, accurate to about 1.5e-7 absolutely (not relatively: near zero it
-#: returns zero for tiny arguments); 4 eps covers it in float32 and float64.
-ABSOLUTE_ERRORS: dict[str, float] = {"erf": 4.0}
+#: Absolute error allowances added to the ULP error, as (multiple of the evaluating format's
+#: machine epsilon, multiple of its smallest normal number). ATen's vectorized CPU ``erf`` is a
+#: polynomial approximation of the Abramowitz and Stegun 7.1.26 kind, accurate to about 1.5e-7
+#: absolutely (not relatively: it returns zero for tiny arguments): 4 eps. ATen's ``sigmoid``
+#: is 1 / (1 + exp(-x)), whose exp overflows below x = -88 (float32) and returns 0 where the
+#: result is below 1 / max_finite: 4 smallest normals.
+ABSOLUTE_ERRORS: dict[str, tuple[float, float]] = {"erf": (4.0, 0.0), "sigmoid": (0.0, 4.0)}
 
 _F64_SLACK = 2.0**-49
 _EXACT_PRODUCT_BITS = 26
@@ -228,7 +230,7 @@ def library_function(
     ulps: float,
     *,
     increasing: bool = True,
-    absolute: float = 0.0,
+    absolute: tuple[float, float] = (0.0, 0.0),
 ) -> Interval:
     """A monotone library function evaluated in ``compute`` with at most ``ulps`` ULPs of
     error, then rounded to ``fmt``.
@@ -236,8 +238,8 @@ def library_function(
     The rule: f's exact range over [lo, hi] is [f(lo), f(hi)] (swapped if decreasing), from a
     float64 evaluation widened by 2**-49 relative; the library's result is within
     ulps * (2**(1-p) * M + tiny) of the exact one, M = the range's largest magnitude, tiny the
-    smallest subnormal of ``compute``, plus ``absolute`` eps of ``compute``; the stored result
-    is that rounded to ``fmt``.
+    smallest subnormal of ``compute``, plus ``absolute`` = (a, b) as a eps + b smallest normal of
+    ``compute``; the stored result is that rounded to ``fmt``.
     """
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
         f_lo, f_hi = function(a.lo), (function(a.hi) if not a.is_point else None)
@@ -249,7 +251,8 @@ def library_function(
         allowance = (
             (_F64_SLACK + ulps * compute.eps) * magnitude
             + ulps * compute.smallest_subnormal
-            + absolute * compute.eps
+            + absolute[0] * compute.eps
+            + absolute[1] * compute.smallest_normal
         )
         allowance = np.where(np.isinf(magnitude), 0.0, allowance)
         lo = down(f_lo - allowance)

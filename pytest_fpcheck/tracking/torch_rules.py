@@ -360,7 +360,7 @@ def _library(name: str, function: Callable[[Array], Array], *, increasing: bool 
             ctx.compute,
             ew.ULP_ERRORS[name],
             increasing=increasing,
-            absolute=ew.ABSOLUTE_ERRORS.get(name, 0.0),
+            absolute=ew.ABSOLUTE_ERRORS.get(name, (0.0, 0.0)),
         )
 
     register_rule(f"aten.{name}", rule)
