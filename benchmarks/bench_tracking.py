@@ -1,0 +1,169 @@
+"""Budgets of issue 3 (round-off bounds for PyTorch programs).
+
+* Time: tracked run / plain run at most 1.5x the floor measured in the same run, the floor being
+  the plain run plus two float64 matmuls of the same shapes for every matmul-class operation.
+* Memory: peak RSS of the tracked run at most 4x the plain run's (separate processes).
+* Tightness: the median ratio of the bound radius to |output - float64 oracle|.
+
+Models: a 4-layer 1024-wide MLP (batch 256) and a transformer block (d=512, seq=256), in float32
+and bfloat16. Run: ``python benchmarks/bench_tracking.py [--repeats 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import pytest_fpcheck as fp  # noqa: E402
+
+
+def mlp(dtype: torch.dtype) -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(1024, 1024), torch.nn.GELU()]
+    return torch.nn.Sequential(*layers[:-1]).to(dtype).eval(), torch.randn(256, 1024).to(dtype)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d: int = 512, heads: int = 8) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attention.transpose(1, 2).reshape(b, s, d))
+        return x + self.mlp(self.norm2(x))
+
+
+def block(dtype: torch.dtype) -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return Block().to(dtype).eval(), torch.randn(1, 256, 512).to(dtype)
+
+
+MODELS = {"mlp": mlp, "block": block}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+class MatmulShapes(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the operand shapes of every matmul-class operation (for the floor)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        name = func.overloadpacket.__name__
+        if name in ("mm", "bmm", "addmm", "baddbmm"):
+            a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
+            self.shapes.append((tuple(a.shape), tuple(b.shape)))
+        return func(*args, **(kwargs or {}))
+
+
+def median_time(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(name: str, dtype_name: str, repeats: int) -> dict[str, float]:
+    model, x = MODELS[name](DTYPES[dtype_name])
+    with torch.no_grad():
+        recorder = MatmulShapes()
+        with recorder:
+            model(x)
+        operands = [(np.random.rand(*a), np.random.rand(*b)) for a, b in recorder.shapes]
+
+        def plain() -> None:
+            model(x)
+
+        def two_f64_matmuls() -> None:
+            for a, b in operands:
+                np.matmul(a, b)
+                np.matmul(a, b)
+
+        def tracked() -> None:
+            with fp.track():
+                model(x)
+
+        t_plain = median_time(plain, repeats)
+        t_matmuls = median_time(two_f64_matmuls, repeats)
+        t_tracked = median_time(tracked, repeats)
+        with fp.track():
+            out = model(x)
+        bounds = fp.bounds_of(out)
+        reference = model.to(torch.float64)(x.to(torch.float64)).numpy()
+    error = np.abs(bounds.value - reference)
+    radius = bounds.radius
+    useful = error > 0
+    floor = t_plain + t_matmuls
+    return {
+        "plain_s": t_plain,
+        "floor_s": floor,
+        "tracked_s": t_tracked,
+        "tracked_over_plain": t_tracked / t_plain,
+        "floor_over_plain": floor / t_plain,
+        "tracked_over_floor": t_tracked / floor,
+        "median_radius_over_error": float(np.median(radius[useful] / error[useful])),
+        "contains_float64_oracle": bool(bounds.contains(reference).all()),
+    }
+
+
+def peak_rss(name: str, dtype_name: str, tracked: bool) -> float:
+    code = (
+        "import sys, resource; sys.path.insert(0, 'benchmarks'); import bench_tracking as b, torch, pytest_fpcheck as fp\n"
+        f"model, x = b.MODELS[{name!r}](b.DTYPES[{dtype_name!r}])\n"
+        "with torch.no_grad():\n"
+        + ("    with fp.track():\n        model(x)\n" if tracked else "    model(x)\n")
+        + "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--models", nargs="*", default=list(MODELS))
+    parser.add_argument("--dtypes", nargs="*", default=list(DTYPES))
+    options = parser.parse_args()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, repeats {options.repeats}")
+    print(f"{'model':<6} {'dtype':<9} {'plain':>8} {'floor':>8} {'tracked':>8} {'tr/plain':>9} {'tr/floor':>9} {'budget':>7} {'RSS plain':>10} {'RSS tr':>8} {'ratio':>6} {'radius/err':>11}")
+    for name in options.models:
+        for dtype_name in options.dtypes:
+            r = measure(name, dtype_name, options.repeats)
+            rss_plain, rss_tracked = peak_rss(name, dtype_name, False), peak_rss(name, dtype_name, True)
+            ok = "ok" if r["tracked_over_floor"] <= 1.5 and rss_tracked <= 4 * rss_plain else "OVER"
+            print(
+                f"{name:<6} {dtype_name:<9} {r['plain_s'] * 1e3:7.1f}ms {r['floor_s'] * 1e3:7.1f}ms {r['tracked_s'] * 1e3:7.1f}ms "
+                f"{r['tracked_over_plain']:8.2f}x {r['tracked_over_floor']:8.2f}x {ok:>7} {rss_plain:8.0f}MB {rss_tracked:6.0f}MB "
+                f"{rss_tracked / rss_plain:5.2f}x {r['median_radius_over_error']:10.3g}"
+                + ("" if r["contains_float64_oracle"] else "  ORACLE OUTSIDE")
+            )
+    print(json.dumps({"note": "ratios: tracked/floor must be <= 1.5, RSS ratio <= 4"}))
+
+
+if __name__ == "__main__":
+    main()
