@@ -86,6 +86,13 @@ _F64_SLACK = 2.0**-49
 _EXACT_PRODUCT_BITS = 26
 
 
+def everything_where_nan(interval: Interval) -> Interval:
+    """``interval``, with the whole line wherever an endpoint is NaN."""
+    if interval.is_point:
+        return interval
+    return _everything_where_nan(interval.lo, interval.hi)
+
+
 def _everything_where_nan(lo: Array, hi: Array, also: Bool | None = None) -> Interval:
     """[lo, hi], with the whole line wherever an endpoint is NaN or ``also`` is set."""
     nan = np.isnan(lo) | np.isnan(hi)

@@ -100,10 +100,13 @@ def matmul(
     accumulate: Format,
     product: Callable[[Array, Array], Array] = np.matmul,
     k: int,
+    addend: Interval | None = None,
 ) -> Interval:
-    """The enclosure of ``product(A, B)`` (``np.matmul`` by default; any bilinear map with
-    non-negative coefficients works, e.g. a convolution), where each output sums ``k`` products
-    with relative rounding factor ``factor``, then rounds to ``fmt``."""
+    """The enclosure of ``addend + product(A, B)`` (``np.matmul`` by default; any bilinear map
+    with non-negative coefficients works, e.g. a convolution), where each output sums ``k``
+    products (and the addend, if any) with relative rounding factor ``factor``, then rounds to
+    ``fmt``. The addend C = [mC - rC, mC + rC] adds mC to the midpoint and rC (1 + g) + g |mC|
+    to the radius."""
     g = factor + 2 * gamma(k + 2, _U64)
     if k == 0:
         zeros = np.zeros(product(a.lo, b.lo).shape)
@@ -114,8 +117,8 @@ def matmul(
     eta = k * accumulate.smallest_subnormal
     grow = 1 + 2 * gamma(k + 2, _U64)
     with np.errstate(invalid="ignore", over="ignore"):
-        m_a, r_a = a.mid_rad()
-        m_b, r_b = b.mid_rad()
+        m_a, r_a = a.mid_rad() if not a.is_point else (a.lo, a.lo)
+        m_b, r_b = b.mid_rad() if not b.is_point else (b.lo, b.lo)
         mid = product(m_a, m_b)
         abs_a, abs_b = np.abs(m_a), np.abs(m_b)
         if a.is_point and b.is_point:
@@ -126,6 +129,14 @@ def matmul(
             rad = product(abs_a, (1 + g) * r_b + g * abs_b)
         else:
             rad = product(abs_a, (1 + g) * r_b + g * abs_b) + product(r_a, (1 + g) * (abs_b + r_b))
+        if addend is not None:
+            if addend.is_point:
+                mid = mid + addend.lo
+                rad = rad + g * np.abs(addend.lo)
+            else:
+                m_c, r_c = addend.mid_rad()
+                mid = mid + m_c
+                rad = rad + (g * np.abs(m_c) + (1 + g) * r_c)
         rad = up(rad * grow + eta)
         may_overflow = ~(rad / g < accumulate.max_finite * (1 - 2**-40))
     return _overflow_to_everything(_finish(mid, rad, _F64_FORMAT), may_overflow).to_format(fmt)

@@ -367,16 +367,16 @@ def _library(name: str, function: Callable[[Array], Array], *, increasing: bool 
 
 
 def _erf(x: Array) -> Array:
-    from scipy.special import erf
-
-    result: Array = erf(x)
+    """erf in float64 (PyTorch's SLEEF kernel, at most 1 ULP; the rules allow 8)."""
+    with internal():
+        result: Array = torch.special.erf(_torch(x)).numpy()
     return result
 
 
 def _sigmoid(x: Array) -> Array:
-    from scipy.special import expit
-
-    result: Array = expit(x)
+    """The logistic function in float64 (PyTorch's kernel; the rules allow 8 ULPs)."""
+    with internal():
+        result: Array = torch.sigmoid(_torch(x)).numpy()
     return result
 
 
@@ -457,35 +457,94 @@ def _where_positive(a: Interval, positive: Interval, negative: Interval) -> Inte
     return ew.where(condition, decided, positive, negative)
 
 
+def _unimodal(
+    ctx: RuleContext,
+    function: Callable[[Array], Array],
+    minimum: tuple[float, float],
+    allowance: Callable[[Array, Array], Array],
+) -> Interval:
+    """A function with one minimum (at ``minimum[0]``, of value ``minimum[1]``, rounded down)
+    and increasing away from it on both sides: its exact range over [lo, hi] is the hull of
+    the end values, and of the minimum when the interval contains its abscissa. The float64
+    evaluation carries 2**-48 (|f| + |x| + 1) of slack; ``allowance(magnitude_x, magnitude_f)``
+    is the error bound of ATen's evaluation in the compute format. Then rounded onto the
+    result format."""
+    a = ctx.operand(ctx.args[0], ctx.compute)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        f_lo = function(a.lo)
+        f_hi = f_lo if a.is_point else function(a.hi)
+        low = np.minimum(f_lo, f_hi)
+        if not a.is_point:
+            # the abscissa is known to about 1e-16; a margin keeps the test on the safe side
+            near = (a.lo <= minimum[0] + 1e-9) & (minimum[0] - 1e-9 <= a.hi)
+            low = np.where(near, np.minimum(low, minimum[1]), low)
+        high = np.maximum(f_lo, f_hi)
+        x_mag = a.magnitude()
+        f_mag = np.maximum(np.abs(low), np.abs(high))
+        spread = allowance(x_mag, f_mag) + 2.0**-48 * (f_mag + x_mag + 1e-300)
+        spread = np.where(np.isnan(spread), np.inf, spread)
+        result = Interval(down(low - spread), up(high + spread))
+    return ew.everything_where_nan(result).to_format(ctx.fmt)
+
+
+def _gelu_erf(x: Array) -> Array:
+    result: Array = 0.5 * x * (1.0 + _erf(x * math.sqrt(0.5)))
+    return result
+
+
+_GELU_TANH_BETA, _GELU_TANH_KAPPA = math.sqrt(2 / math.pi), 0.044715
+
+
+def _gelu_tanh(x: Array) -> Array:
+    result: Array = 0.5 * x * (1.0 + np.tanh(_GELU_TANH_BETA * (x + _GELU_TANH_KAPPA * x**3)))
+    return result
+
+
+def _silu(x: Array) -> Array:
+    result: Array = x * _sigmoid(x)
+    return result
+
+
 @_rule("aten.gelu")
 def _gelu(ctx: RuleContext) -> Interval:
-    """none: x * 0.5 * (1 + erf(x * M_SQRT1_2)); tanh: 0.5 * x * (1 + tanh(sqrt(2/pi) *
-    (x + 0.044715 * x^3))) (ATen's GeluKernel)."""
+    """ATen's GeluKernel in the compute format (u its unit round-off):
+
+    * none: x * 0.5 * (1 + erf(x * M_SQRT1_2)): the product x M_SQRT1_2 moves erf by at most
+      0.8 |x| u, erf errs by 2 ULPs plus its absolute allowance (12 u in all), 1 + erf by 2 u,
+      the two products by u |x|: in all at most |x| u (9 + 0.5 |x|);
+    * tanh: 0.5 * x * (1 + tanh(beta (x + kappa x^3))): the inner argument errs by at most
+      2 beta u (|x| + 4.01 kappa |x|^3), which tanh damps by sech^2 of the smallest |argument|
+      it can have; tanh errs by 4 u, 1 + tanh by 2 u, the products by 2 u |x|.
+
+    Both functions have one minimum (at -0.75179 and -0.75246)."""
     c = ctx.compute
-    x = ctx.operand(ctx.args[0], c)
-    one = _c(ctx, 1.0)
+    u, floor = c.unit_roundoff, 4 * c.smallest_normal
     if ctx.kwargs.get("approximate", "none") == "tanh":
-        cube = ew.mul(ew.mul(x, x, c, operand_bits=64), x, c, operand_bits=64)
-        inner = ew.add(x, ew.mul(_c(ctx, 0.044715), cube, c, operand_bits=64), c)
-        inner = ew.mul(_c(ctx, math.sqrt(2 / math.pi)), inner, c, operand_bits=64)
-        t = ew.library_function(np.tanh, inner, c, c, ew.ULP_ERRORS["tanh"])
-        half_x = ew.mul(_c(ctx, 0.5), x, c, operand_bits=64)
-        return ew.mul(half_x, ew.add(one, t, c), ctx.fmt, operand_bits=64)
-    scaled = ew.mul(x, _c(ctx, math.sqrt(0.5)), c, operand_bits=64)
-    e = ew.library_function(
-        _erf, scaled, c, c, ew.ULP_ERRORS["erf"], absolute=ew.ABSOLUTE_ERRORS["erf"]
+
+        def allowance(x: Array, f: Array) -> Array:
+            inner_error = 2 * _GELU_TANH_BETA * u * (x + 4.01 * _GELU_TANH_KAPPA * x**3)
+            a = ctx.operand(ctx.args[0], c)
+            nearest = np.where((a.lo <= 0) & (a.hi >= 0), 0.0, np.minimum(np.abs(a.lo), np.abs(a.hi)))
+            smallest_argument = np.maximum(_GELU_TANH_BETA * (nearest + _GELU_TANH_KAPPA * nearest**3) - inner_error, 0.0)
+            damped = inner_error / np.cosh(np.minimum(smallest_argument, 300.0)) ** 2
+            result: Array = 0.5 * x * (np.minimum(damped, 2.0) + 6.01 * u) + 2.01 * u * x + floor
+            return result
+
+        return _unimodal(ctx, _gelu_tanh, (-0.7524614220710163, -0.17004075057125406), allowance)
+    return _unimodal(
+        ctx, _gelu_erf, (-0.7517915246935645, -0.16997120747990367), lambda x, f: x * u * (9 + 0.5 * x) + floor
     )
-    half_x = ew.mul(x, _c(ctx, 0.5), c, operand_bits=64)
-    return ew.mul(half_x, ew.add(one, e, c), ctx.fmt, operand_bits=64)
 
 
 @_rule("aten.silu")
-def _silu(ctx: RuleContext) -> Interval:
-    """x / (1 + exp(-x))."""
+def _silu_rule(ctx: RuleContext) -> Interval:
+    """ATen: x / (1 + exp(-x)): exp errs by 4 u relatively, 1 + exp by 5 u, the quotient by 6.1 u
+    (6.5 u taken); where exp(-x) overflows the result is 0 instead of |x| e^x <= 2^(emin + 12).
+    One minimum, at -1.27846."""
     c = ctx.compute
-    x = ctx.operand(ctx.args[0], c)
-    e = ew.library_function(np.exp, ew.negate(x), c, c, ew.ULP_ERRORS["exp"])
-    return ew.div(x, ew.add(_c(ctx, 1.0), e, c), ctx.fmt)
+    u = c.unit_roundoff
+    floor = math.ldexp(1.0, c.emin + 12)
+    return _unimodal(ctx, _silu, (-1.278464542761074, -0.27846454276107386), lambda x, f: 6.5 * u * f + floor)
 
 
 @_rule("aten.elu")
@@ -1025,9 +1084,10 @@ def _addmm(ctx: RuleContext) -> Interval:
     shifted = _scale(ctx, ctx.operand(addend), beta)
     extra = 0 if (float(alpha) == 1 and float(beta) == 1) else 2
     factor, acc = _matmul_setup(ctx, k, 1 + extra)
+    if ctx.call.packet != "aten.addbmm":
+        return matmul(left, ctx.operand(m2), ctx.fmt, factor=factor, accumulate=acc, k=k + 1 + extra, addend=shifted)
     inner = matmul(left, ctx.operand(m2), _F64, factor=factor, accumulate=acc, k=k + 1 + extra)
-    if ctx.call.packet == "aten.addbmm":
-        inner = reduce_sum(inner, (0,), False, _F64, lambda n: factor)
+    inner = reduce_sum(inner, (0,), False, _F64, lambda n: factor)
     spread = up(shifted.magnitude() * factor * (1 + 2**-40))
     return ew.add(inner, shifted, _F64).widen(spread).to_format(ctx.fmt)
 

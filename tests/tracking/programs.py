@@ -179,7 +179,7 @@ def run_exact(program: Program) -> np.ndarray:
     """The program without roundings; Undefined where mpmath cannot evaluate it."""
     try:
         return _run_exact(program)
-    except (OverflowError, ValueError) as error:  # e.g. exp(exp(1e38)): beyond any format
+    except (OverflowError, ValueError, MemoryError) as error:  # exp(exp(1e38)): beyond any format
         raise Undefined(str(error)) from None
 
 
