@@ -29,6 +29,13 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "format_of": ("pytest_fpcheck.formats", "format_of"),
     "interval": ("pytest_fpcheck.interval", None),
     "strategies": ("pytest_fpcheck.strategies", None),
+    "order": ("pytest_fpcheck.diagnostics.order", None),
+    "reveal_order": ("pytest_fpcheck.diagnostics.order", "reveal_order"),
+    "assert_same_order": ("pytest_fpcheck.diagnostics.order", "assert_same_order"),
+    "SummationTree": ("pytest_fpcheck.diagnostics.order", "SummationTree"),
+    "OrderMismatch": ("pytest_fpcheck.diagnostics.order", "OrderMismatch"),
+    "OrderRevealError": ("pytest_fpcheck.diagnostics.order", "OrderRevealError"),
+    "NondeterministicOrder": ("pytest_fpcheck.diagnostics.order", "NondeterministicOrder"),
     "Bounds": ("pytest_fpcheck.interval.bounds", "Bounds"),
     "track": ("pytest_fpcheck.tracking.track", "track"),
     "Tracker": ("pytest_fpcheck.tracking.track", "Tracker"),
@@ -47,19 +54,26 @@ __all__ = [
     "Format",
     "InternalError",
     "InvalidArgument",
+    "NondeterministicOrder",
+    "OrderMismatch",
+    "OrderRevealError",
     "RoundoffMismatch",
     "StaleBoundsError",
+    "SummationTree",
     "Tracker",
     "UnsupportedOperation",
     "Verdict",
     "__version__",
     "assert_roundoff_close",
+    "assert_same_order",
     "bounds_of",
     "classify",
     "format_of",
     "formats",
     "hull",
     "interval",
+    "order",
+    "reveal_order",
     "roundoff_bounds",
     "strategies",
     "track",
@@ -69,6 +83,13 @@ if TYPE_CHECKING:
     from . import formats as formats
     from . import interval as interval
     from . import strategies as strategies
+    from .diagnostics import order as order
+    from .diagnostics.order import NondeterministicOrder as NondeterministicOrder
+    from .diagnostics.order import OrderMismatch as OrderMismatch
+    from .diagnostics.order import OrderRevealError as OrderRevealError
+    from .diagnostics.order import SummationTree as SummationTree
+    from .diagnostics.order import assert_same_order as assert_same_order
+    from .diagnostics.order import reveal_order as reveal_order
     from .assertions.roundoff import assert_roundoff_close as assert_roundoff_close
     from .assertions.verdict import Verdict as Verdict
     from .assertions.verdict import classify as classify

@@ -380,8 +380,8 @@ def mask_and_unit(
     ``accumulator`` (default: ``fmt`` itself).
 
     The rule (FPRev 3.2, 8.1): every partial sum of units is k * unit with k <= n - 2; it must be
-    exact in the accumulator (k <= 2**p_acc, unit at least the accumulator's smallest subnormal)
-    and be swamped by both masks: M + s and -M + s round back to +-M, which holds for
+    exact in the accumulator and, to be read back, in ``fmt`` (k <= 2**p for both; the unit at
+    least the accumulator's smallest subnormal) and be swamped by both masks: M + s and -M + s round back to +-M, which holds for
     s < ulp_acc(M) / 4 (below a power of two the spacing halves). Raises ``InvalidArgument``
     when no such pair exists for ``n``.
     """
@@ -395,7 +395,8 @@ def mask_and_unit(
             "accumulator", accumulator, f"a format at least as precise as {fmt.name}"
         )
     swamped = float(ulp(mask, acc)) / 4
-    limit = min(2**acc.precision, math.ceil(swamped / unit) - 1) + 2
+    # counts must be exact in the accumulator and, to be read back, in the result's format
+    limit = min(2**fmt.precision, 2**acc.precision, math.ceil(swamped / unit) - 1) + 2
     if unit < acc.smallest_subnormal or n > limit:
         raise InvalidArgument(
             "n",

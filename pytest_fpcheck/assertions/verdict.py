@@ -193,6 +193,11 @@ def classify(
     equal_nan: bool = False,
 ) -> Verdict:
     """Compare ``actual`` with ``expected`` and say whether their difference is round-off."""
+    if is_torch_tensor(actual) and is_torch_tensor(expected) and actual.device != expected.device:
+        raise InvalidArgument(
+            "expected", expected, f"a tensor on {actual.device}, the device of actual",
+            hint="Move one of them (e.g. expected.to(actual.device)).",
+        )
     a = as_float64(actual, argument="actual")
     e = as_float64(expected, argument="expected")
     if a.shape != e.shape:
@@ -202,11 +207,6 @@ def classify(
         )
     if a.size == 0:
         raise InvalidArgument("actual", actual, "a non-empty array (there is nothing to compare)")
-    if is_torch_tensor(actual) and is_torch_tensor(expected) and actual.device != expected.device:
-        raise InvalidArgument(
-            "expected", expected, f"a tensor on {actual.device}, the device of actual",
-            hint="Move one of them (e.g. expected.to(actual.device)).",
-        )
     fmt = storage_format(actual, argument="actual")
     shape = tuple(a.shape)
     rtol_value, atol_value = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")

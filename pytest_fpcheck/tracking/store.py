@@ -7,7 +7,9 @@ need no rules, and an in-place write through one view is seen by every other.
 
 Staleness: the record keeps the storage's version counter (``tensor._version``, shared by all
 views of a storage) as of tracking's last write. A tensor whose version differs was modified by
-something tracking did not see, and reading its bounds raises :class:`StaleBoundsError`.
+something tracking did not see, and reading its bounds raises :class:`StaleBoundsError`. An
+in-place operation's own increment happens after the dispatch mode returns (autograd's
+ADInplaceOrView layer applies it), so a record written by one expects exactly one increment.
 
 Records are keyed by a weak reference to the storage and dropped once it is freed. Reads and
 writes are serialised by a lock; tracking itself is per thread (dispatch modes are thread-local).
@@ -47,6 +49,9 @@ class Record:
     notes: tuple[str, ...] = ()
     #: some element's enclosure is the whole line (its value may be NaN)
     unbounded: bool = False
+    #: written by an in-place operation, whose version bump PyTorch applies after the Python
+    #: dispatch layer returns: the next read accepts exactly one increment
+    pending: bool = False
 
 
 def _storage_length(t: torch.Tensor) -> int:
@@ -90,6 +95,8 @@ class BoundsStore:
             record = self._records.get(key)
         if record is None:
             return None
+        if record.pending and t._version == record.version + 1:
+            record.version, record.pending = t._version, False
         if t._version != record.version:
             raise StaleBoundsError(
                 f"a tensor of shape {tuple(t.shape)} and dtype {t.dtype} was modified in place "
@@ -98,6 +105,11 @@ class BoundsStore:
                 "or make the in-place change inside the tracked region."
             )
         return record
+
+    def has_record(self, t: torch.Tensor) -> bool:
+        """Whether tracking ever wrote ``t``'s storage (stale or not)."""
+        with self._lock:
+            return StorageWeakRef(t.untyped_storage()) in self._records
 
     def read(self, t: torch.Tensor) -> Interval | None:
         """The enclosure of ``t``'s elements, or None if tracking never wrote its storage."""
@@ -117,8 +129,10 @@ class BoundsStore:
         provenance: Provenance,
         mode: str,
         notes: tuple[str, ...] = (),
+        in_place: bool = False,
     ) -> None:
-        """Record ``interval`` as the enclosure of ``t``'s elements (just written by an op)."""
+        """Record ``interval`` as the enclosure of ``t``'s elements (just written by an op;
+        ``in_place`` when the op mutated ``t``, whose version bump is still to come)."""
         key = StorageWeakRef(t.untyped_storage())
         shape = tuple(t.shape)
         lo = np.broadcast_to(interval.lo, shape)
@@ -144,6 +158,7 @@ class BoundsStore:
         else:
             self._write_strided(record, t, lo, hi, interval.is_point)
         record.version = t._version
+        record.pending = in_place
         record.unbounded = record.hi is not record.lo and bool(
             np.isneginf(record.lo).any() and (np.isneginf(record.lo) & np.isposinf(record.hi)).any()
         )

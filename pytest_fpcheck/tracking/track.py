@@ -146,11 +146,16 @@ class Tracker(Interposer):
         ):
             result = _propagate_nan(ctx, inputs, result)
         self.ops += 1
-        self._record(ctx, outputs, result, [r for _, r in records if r is not None])
+        self._record(ctx, outputs, result, [r for _, r in records if r is not None], mutable)
         return out
 
     def _record(
-        self, ctx: RuleContext, outputs: list[torch.Tensor], result: Any, inherited: list[Record]
+        self,
+        ctx: RuleContext,
+        outputs: list[torch.Tensor],
+        result: Any,
+        inherited: list[Record],
+        in_place: bool,
     ) -> None:
         intervals = result if isinstance(result, (tuple, list)) else (result,)
         provenance = Provenance().merge(*(r.provenance for r in inherited))
@@ -159,7 +164,7 @@ class Tracker(Interposer):
         for tensor, interval in zip(outputs, intervals, strict=False):
             if interval is None:
                 continue
-            if interval.is_point and STORE.record_of(tensor) is None:
+            if interval.is_point and not STORE.has_record(tensor):
                 continue  # exact and never tracked: nothing to say
             own = max(_interval_radius(interval) - inherited_radius, 0.0)
             STORE.write(
@@ -168,6 +173,7 @@ class Tracker(Interposer):
                 provenance=provenance.merge(site=ctx.call.site, widening=own),
                 mode=self.mode,
                 notes=notes,
+                in_place=in_place,
             )
 
 
