@@ -628,7 +628,8 @@ def _mean(ctx: RuleContext) -> Interval:
 @_rule("aten.prod")
 def _prod(ctx: RuleContext) -> Interval:
     """The exact range by sequential interval products (outward in float64), widened by
-    gamma_{n-1} of the compute format times the largest magnitude (any order)."""
+    gamma_{n-1} times the largest magnitude (any order), with the unit round-off of the
+    narrower of the compute and tensor formats."""
     x = ctx.args[0]
     dim = ctx.arg(1, "dim")
     keepdim = bool(ctx.arg(2, "keepdim", False))
@@ -642,8 +643,12 @@ def _prod(ctx: RuleContext) -> Interval:
     acc = Interval.point(np.ones(lo.shape[1:]))
     for i in range(n):
         acc = ew.mul(acc, Interval(lo[i], hi[i]), _F64)
-    g = gamma(n - 1, ctx.compute.unit_roundoff)
-    result = acc.widen(up(acc.magnitude() * g) if n > 1 else 0.0)
+    # ATen's CPU prod of float16/bfloat16 rounds its running product to the tensor's format:
+    # the larger unit round-off is the sound one
+    g = gamma(n - 1, max(ctx.compute.unit_roundoff, ctx.fmt.unit_roundoff))
+    # plus one subnormal unit per product for underflow, which is absolute, not relative
+    underflow = n * max(ctx.compute.smallest_subnormal, ctx.fmt.smallest_subnormal)
+    result = acc.widen(up(acc.magnitude() * g + underflow) if n > 1 else 0.0)
     if keepdim:
         result = result.map(lambda v: np.expand_dims(v, axes))
     return result.to_format(ctx.fmt)

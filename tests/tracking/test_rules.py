@@ -1,0 +1,104 @@
+"""Rules the random programs do not reach, each checked on small inputs: the value PyTorch
+computed and a float64 evaluation of the same function both lie in the enclosure. (A float64
+result stands in for the exact one: its error is far below the enclosures' radii here.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pytest_fpcheck as fp
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+def check(fn, *inputs: torch.Tensor) -> fp.Bounds:
+    with fp.track():
+        out = fn(*inputs)
+    out = out[0] if isinstance(out, tuple) else out
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    assert bounds.contains(out).all(), "computed value outside its enclosure"
+    with torch.no_grad():
+        reference = fn(*(t.double() if t.is_floating_point() else t for t in inputs))
+    reference = reference[0] if isinstance(reference, tuple) else reference
+    inside = bounds.contains(reference.double())
+    assert inside.all(), (np.flatnonzero(~inside)[:5], bounds.lo.flat[:5], bounds.hi.flat[:5])
+    return bounds
+
+
+@pytest.fixture(autouse=True)
+def seed() -> None:
+    torch.manual_seed(0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_convolution_1d_2d_and_grouped(dtype: torch.dtype) -> None:
+    x, w, b = torch.randn(2, 4, 9).to(dtype), torch.randn(6, 2, 3).to(dtype), torch.randn(6).to(dtype)
+    check(lambda x, w, b: F.conv1d(x, w, b, padding=1, groups=2), x, w, b)
+    x2, w2 = torch.randn(1, 3, 6, 6).to(dtype), torch.randn(5, 3, 3, 3).to(dtype)
+    check(lambda x, w: F.conv2d(x, w, stride=2), x2, w2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_normalisations(dtype: torch.dtype) -> None:
+    x = (torch.randn(2, 6, 5) * 3 + 1).to(dtype)
+    w, b = torch.randn(6).to(dtype), torch.randn(6).to(dtype)
+    check(lambda x, w, b: F.group_norm(x, 3, w, b), x, w, b)
+    mean, var = torch.randn(6).to(dtype), (torch.rand(6) + 0.5).to(dtype)
+    check(lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False), x, mean, var, w, b)
+    check(lambda x, w: F.rms_norm(x, (5,), w[:5]), x, w)
+    check(lambda x, w, b: F.layer_norm(x, (5,), w[:5], b[:5]), x, w, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reductions(dtype: torch.dtype) -> None:
+    x = (torch.rand(3, 7) + 0.5).to(dtype)
+    check(lambda x: x.prod(-1), x)
+    check(lambda x: x.cumsum(-1), x)
+    check(lambda x: x.std(0), x)
+    check(lambda x: torch.linalg.vector_norm(x, ord=1, dim=1), x)
+    check(lambda x: torch.linalg.vector_norm(x, ord=3, dim=1), x)
+    check(lambda x: x.amax(1) - x.amin(1), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_losses_embedding_and_attention(dtype: torch.dtype) -> None:
+    logits, target = torch.randn(5, 7).to(dtype), torch.tensor([0, 6, 3, -100, 2])
+    check(lambda z, t: F.cross_entropy(z, t, ignore_index=-100), logits, target)
+    check(lambda z, t: F.cross_entropy(z, t, reduction="none", ignore_index=-100), logits, target)
+    table, index = torch.randn(10, 4).to(dtype), torch.tensor([[1, 9], [0, 0]])
+    check(lambda w, i: F.embedding(i, w) * 3, table, index)
+    q, k, v = (torch.randn(1, 2, 6, 4).to(dtype) for _ in range(3))
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)
+    check(lambda a, b: torch.einsum("bhid,bhjd->bhij", a, b), q, k)
+
+
+def test_dropout_scales_by_the_kept_probability() -> None:
+    x = torch.randn(64)
+    with fp.track():
+        out = F.dropout(x, 0.25, training=True)
+    bounds = fp.bounds_of(out)
+    assert bounds.contains(out).all()
+    kept = out != 0
+    assert bounds.contains(np.where(kept, x.double().numpy() / 0.75, 0.0)).all()
+
+
+@pytest.mark.parametrize("target", [torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16])
+def test_casts_round_outward_including_saturating_float8(target: torch.dtype) -> None:
+    x = torch.tensor([0.1, 1e-3, 3.3, -500.0, 1e5, float("inf")], dtype=torch.float32)
+    with fp.track():
+        y = x.to(target)
+    bounds = fp.bounds_of(y)
+    assert bounds.contains(y.double()).all()  # torch saturates float8_e4m3fn overflow to 448
+    assert bounds.contains(x.double()).all()
+
+
+def test_integer_powers_and_pow_of_positive_bases() -> None:
+    x = torch.linspace(-3, 3, 13)
+    check(lambda x: x.pow(4), x)
+    check(lambda x: x.pow(3), x)
+    check(lambda x: x.abs().pow(0.7), x)
