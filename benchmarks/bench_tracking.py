@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-import pytest_fpcheck as fp  # noqa: E402
+import pytest_fpcheck as fp
 
 
 def mlp(dtype: torch.dtype) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -43,7 +42,9 @@ class Block(torch.nn.Module):
         self.heads = heads
         self.norm1, self.norm2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
         self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, d = x.shape
@@ -149,12 +150,19 @@ def main() -> None:
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--dtypes", nargs="*", default=list(DTYPES))
     options = parser.parse_args()
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, repeats {options.repeats}")
-    print(f"{'model':<6} {'dtype':<9} {'plain':>8} {'floor':>8} {'tracked':>8} {'tr/plain':>9} {'tr/floor':>9} {'budget':>7} {'RSS plain':>10} {'RSS tr':>8} {'ratio':>6} {'radius/err':>11}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, repeats {options.repeats}"
+    )
+    print(
+        f"{'model':<6} {'dtype':<9} {'plain':>8} {'floor':>8} {'tracked':>8} {'tr/plain':>9} {'tr/floor':>9} {'budget':>7} {'RSS plain':>10} {'RSS tr':>8} {'ratio':>6} {'radius/err':>11}"
+    )
     for name in options.models:
         for dtype_name in options.dtypes:
             r = measure(name, dtype_name, options.repeats)
-            rss_plain, rss_tracked = peak_rss(name, dtype_name, False), peak_rss(name, dtype_name, True)
+            rss_plain, rss_tracked = (
+                peak_rss(name, dtype_name, False),
+                peak_rss(name, dtype_name, True),
+            )
             ok = "ok" if r["tracked_over_floor"] <= 1.5 and rss_tracked <= 4 * rss_plain else "OVER"
             print(
                 f"{name:<6} {dtype_name:<9} {r['plain_s'] * 1e3:7.1f}ms {r['floor_s'] * 1e3:7.1f}ms {r['tracked_s'] * 1e3:7.1f}ms "

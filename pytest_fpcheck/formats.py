@@ -381,8 +381,8 @@ def mask_and_unit(
 
     The rule (FPRev 3.2, 8.1): every partial sum of units is k * unit with k <= n - 2; it must be
     exact in the accumulator and, to be read back, in ``fmt`` (k <= 2**p for both; the unit at
-    least the accumulator's smallest subnormal) and be swamped by both masks: M + s and -M + s round back to +-M, which holds for
-    s < ulp_acc(M) / 4 (below a power of two the spacing halves). Raises ``InvalidArgument``
+    least the accumulator's smallest subnormal) and be swamped by both masks: M + s and -M + s
+    round back to +-M, which holds for s < ulp_acc(M) / 4 (below a power of two the spacing halves). Raises ``InvalidArgument``
     when no such pair exists for ``n``.
     """
     fmt = format_of(fmt, argument="dtype")

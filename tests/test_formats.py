@@ -238,7 +238,8 @@ def test_is_on_grid() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "acc", "n"), [("float16", "float16", 2049), ("float16", "float32", 2050), ("bfloat16", "float32", 258)]
+    ("name", "acc", "n"),
+    [("float16", "float16", 2049), ("float16", "float32", 2050), ("bfloat16", "float32", 258)],
 )
 def test_mask_and_unit_swamp_every_partial_sum(name: str, acc: str, n: int) -> None:
     mask, unit = F.mask_and_unit(name, n, accumulator=acc)

@@ -13,8 +13,30 @@ from pytest_fpcheck.interval.rounding import down, down_to, up, up_to
 def sample(seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(20000) * 10.0 ** rng.integers(-320, 308, 20000)
-    specials = [0.0, -0.0, 5e-324, -5e-324, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 1e308, -1e308, 2.2250738585072014e-308, -2.2250738585072014e-308, np.finfo(np.float64).max, -np.finfo(np.float64).max]
-    grid = np.concatenate([np.ldexp(1.0, np.arange(-1074, 1024)), np.ldexp(1.0, np.arange(-1022, 1024)) * (2 - 2.0**-52)])
+    specials = [
+        0.0,
+        -0.0,
+        5e-324,
+        -5e-324,
+        1.0,
+        -1.0,
+        2.0,
+        -2.0,
+        0.5,
+        -0.5,
+        1e308,
+        -1e308,
+        2.2250738585072014e-308,
+        -2.2250738585072014e-308,
+        np.finfo(np.float64).max,
+        -np.finfo(np.float64).max,
+    ]
+    grid = np.concatenate(
+        [
+            np.ldexp(1.0, np.arange(-1074, 1024)),
+            np.ldexp(1.0, np.arange(-1022, 1024)) * (2 - 2.0**-52),
+        ]
+    )
     return np.concatenate([x, specials, grid, -grid])
 
 
@@ -36,7 +58,13 @@ def test_non_finite_endpoints() -> None:
 def test_directed_rounding_agrees_with_exact_rounding(name: str) -> None:
     fmt = F.FORMATS[name]
     x = sample(1)
-    x = np.concatenate([x[np.abs(x) < 1e40], F.round_to(x[:2000], fmt), [fmt.max_finite * 1.5, -fmt.max_finite * 1.5, np.nan]])
+    x = np.concatenate(
+        [
+            x[np.abs(x) < 1e40],
+            F.round_to(x[:2000], fmt),
+            [fmt.max_finite * 1.5, -fmt.max_finite * 1.5, np.nan],
+        ]
+    )
     with np.errstate(invalid="ignore", over="ignore"):
         expected_up = F.round_to(x, fmt, "up")
         expected_down = F.round_to(x, fmt, "down")

@@ -30,7 +30,7 @@ def is_torch_tensor(x: Any) -> bool:
 
 def storage_format(x: Any, *, argument: str) -> Format:
     """The floating format ``x`` is stored in; a Python float or list counts as float64."""
-    if is_torch_tensor(x) or isinstance(x, np.ndarray) or isinstance(x, np.generic):
+    if is_torch_tensor(x) or isinstance(x, (np.ndarray, np.generic)):
         return format_of(x.dtype, argument=argument)
     return FORMATS["float64"]
 
@@ -46,7 +46,9 @@ def as_float64(x: Any, *, argument: str) -> NDArray[np.float64]:
 
         return tensor_to_float64(x, argument=argument)
     if isinstance(x, (bool, np.bool_)):
-        raise InvalidArgument(argument, x, "a floating array, tensor, float or nested list of floats")
+        raise InvalidArgument(
+            argument, x, "a floating array, tensor, float or nested list of floats"
+        )
     array = np.asarray(x)
     kind = array.dtype.kind
     if kind == "f" or array.dtype.name in FORMATS:

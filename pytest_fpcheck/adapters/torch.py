@@ -41,7 +41,9 @@ def dtype_format(dtype: torch.dtype) -> Format | None:
 def tensor_to_float64(t: torch.Tensor, *, argument: str) -> NDArray[np.float64]:
     """A float64 NumPy copy of ``t`` (detached, on the host), exactly."""
     if t.is_complex():
-        raise InvalidArgument(argument, t, "a real floating tensor", hint="Complex tensors are not supported.")
+        raise InvalidArgument(
+            argument, t, "a real floating tensor", hint="Complex tensors are not supported."
+        )
     if not is_float(t):
         raise InvalidArgument(
             argument,

@@ -47,7 +47,9 @@ def count_line(k: int, n: int, what: str) -> str:
 
 
 def offender_line(offender: Offender, *, with_enclosure: bool = True) -> str:
-    text = f"{_index(offender.position)}: actual={offender.actual!r}, expected={offender.expected!r}"
+    text = (
+        f"{_index(offender.position)}: actual={offender.actual!r}, expected={offender.expected!r}"
+    )
     if with_enclosure:
         text += f", enclosure=[{offender.lo!r}, {offender.hi!r}]"
     return text
@@ -76,18 +78,34 @@ _FALLBACK_BUG = (
 
 def verdict_message(verdict: Verdict) -> str:
     """The full text of a verdict (see the module docstring for the layout)."""
-    headline = _FALLBACK_BUG if verdict.fallback and verdict.kind == "bug" else _HEADLINES[verdict.kind]
+    headline = (
+        _FALLBACK_BUG if verdict.fallback and verdict.kind == "bug" else _HEADLINES[verdict.kind]
+    )
     lines = [f"fpcheck verdict {verdict.kind!r}: {headline}."]
     if verdict.fallback:
         lines.append(count_line(verdict.outside, verdict.total, "elements outside rtol/atol"))
     elif verdict.two_sided:
-        lines.append(count_line(verdict.outside, verdict.total, "elements where the enclosures of actual and expected are disjoint"))
+        lines.append(
+            count_line(
+                verdict.outside,
+                verdict.total,
+                "elements where the enclosures of actual and expected are disjoint",
+            )
+        )
     else:
-        lines.append(count_line(verdict.outside, verdict.total, "expected elements outside the round-off enclosure of actual"))
+        lines.append(
+            count_line(
+                verdict.outside,
+                verdict.total,
+                "expected elements outside the round-off enclosure of actual",
+            )
+        )
     if verdict.nonfinite_mismatches:
         lines.append(f"NaN/Inf positions differ at {verdict.nonfinite_mismatches} of them")
     if verdict.worst is not None:
-        lines.append("worst at index " + offender_line(verdict.worst, with_enclosure=not verdict.fallback))
+        lines.append(
+            "worst at index " + offender_line(verdict.worst, with_enclosure=not verdict.fallback)
+        )
         if verdict.worst_excess is not None:
             excess = verdict.worst_excess
             lines.append(
@@ -95,9 +113,13 @@ def verdict_message(verdict: Verdict) -> str:
             )
     if verdict.offenders:
         lines.append("first offenders:")
-        lines.extend("  " + offender_line(o, with_enclosure=not verdict.fallback) for o in verdict.offenders)
+        lines.extend(
+            "  " + offender_line(o, with_enclosure=not verdict.fallback) for o in verdict.offenders
+        )
     if verdict.tightness is not None:
-        lines.append(f"enclosure: median radius {verdict.tightness:.3g} ULP ({verdict.format.name})")
+        lines.append(
+            f"enclosure: median radius {verdict.tightness:.3g} ULP ({verdict.format.name})"
+        )
     if verdict.provenance:
         lines.append(f"widest provenance: {verdict.provenance}")
     for note in verdict.notes:

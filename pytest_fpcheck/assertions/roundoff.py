@@ -31,7 +31,13 @@ def assert_roundoff_close(
     if not isinstance(equal_nan, bool):
         raise InvalidArgument("equal_nan", equal_nan, "True or False")
     verdict = classify(
-        actual, expected, bounds=bounds, expected_bounds=expected_bounds, rtol=rtol, atol=atol, equal_nan=equal_nan
+        actual,
+        expected,
+        bounds=bounds,
+        expected_bounds=expected_bounds,
+        rtol=rtol,
+        atol=atol,
+        equal_nan=equal_nan,
     )
     from .record import record_verdict
 

@@ -141,7 +141,9 @@ def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
 
 
-def _allclose(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float, equal_nan: bool) -> Allclose:
+def _allclose(
+    actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float, equal_nan: bool
+) -> Allclose:
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         difference = np.abs(actual - expected)
         same = actual == expected  # equal infinities
@@ -168,9 +170,13 @@ def _allclose(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float
 
 def _check_bounds(bounds: Any, name: str, shape: tuple[int, ...]) -> Bounds:
     if not isinstance(bounds, Bounds):
-        raise InvalidArgument(name, bounds, "a Bounds (from fp.bounds_of, fp.roundoff_bounds or fp.hull)")
+        raise InvalidArgument(
+            name, bounds, "a Bounds (from fp.bounds_of, fp.roundoff_bounds or fp.hull)"
+        )
     if bounds.shape != shape:
-        raise InvalidArgument(name, bounds, f"Bounds of shape {shape}, the shape of the arrays compared")
+        raise InvalidArgument(
+            name, bounds, f"Bounds of shape {shape}, the shape of the arrays compared"
+        )
     return bounds
 
 
@@ -195,14 +201,18 @@ def classify(
     """Compare ``actual`` with ``expected`` and say whether their difference is round-off."""
     if is_torch_tensor(actual) and is_torch_tensor(expected) and actual.device != expected.device:
         raise InvalidArgument(
-            "expected", expected, f"a tensor on {actual.device}, the device of actual",
+            "expected",
+            expected,
+            f"a tensor on {actual.device}, the device of actual",
             hint="Move one of them (e.g. expected.to(actual.device)).",
         )
     a = as_float64(actual, argument="actual")
     e = as_float64(expected, argument="expected")
     if a.shape != e.shape:
         raise InvalidArgument(
-            "expected", expected, f"an array of shape {a.shape}, the shape of actual",
+            "expected",
+            expected,
+            f"an array of shape {a.shape}, the shape of actual",
             hint="Broadcasting is not applied: compare arrays of one shape.",
         )
     if a.size == 0:
@@ -211,12 +221,14 @@ def classify(
     shape = tuple(a.shape)
     rtol_value, atol_value = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
     default_rtol, default_atol = default_tolerances(fmt)
-    close = _allclose(a, e, default_rtol if rtol_value is None else rtol_value,
-                      default_atol if atol_value is None else atol_value, equal_nan)
-    if bounds is None:
-        bounds = recorded_bounds(actual)
-    else:
-        bounds = _check_bounds(bounds, "bounds", shape)
+    close = _allclose(
+        a,
+        e,
+        default_rtol if rtol_value is None else rtol_value,
+        default_atol if atol_value is None else atol_value,
+        equal_nan,
+    )
+    bounds = recorded_bounds(actual) if bounds is None else _check_bounds(bounds, "bounds", shape)
     if expected_bounds is None:
         expected_bounds = recorded_bounds(expected)
     else:
@@ -295,7 +307,9 @@ def _self_check(bounds: Bounds, values: np.ndarray, name: str) -> None:
         )
 
 
-def _offender(a: np.ndarray, e: np.ndarray, bounds: Bounds, flat: int, shape: tuple[int, ...]) -> Offender:
+def _offender(
+    a: np.ndarray, e: np.ndarray, bounds: Bounds, flat: int, shape: tuple[int, ...]
+) -> Offender:
     return Offender(
         _index(flat, shape),
         float(a.flat[flat]),
@@ -360,13 +374,21 @@ def _fallback(
     outside = int(np.count_nonzero(outside_mask))
     kind = "exact" if equal.all() else ("close" if outside == 0 else "bug")
     offenders = tuple(
-        Offender(_index(int(i), shape), float(a.flat[i]), float(e.flat[i]), float("nan"), float("nan"))
+        Offender(
+            _index(int(i), shape), float(a.flat[i]), float(e.flat[i]), float("nan"), float("nan")
+        )
         for i in np.flatnonzero(outside_mask)[:5]
     )
     worst = None
     if close.greatest_absolute_index is not None and outside:
         i = int(np.ravel_multi_index(close.greatest_absolute_index, shape)) if shape else 0
-        worst = Offender(close.greatest_absolute_index, float(a.flat[i]), float(e.flat[i]), float("nan"), float("nan"))
+        worst = Offender(
+            close.greatest_absolute_index,
+            float(a.flat[i]),
+            float(e.flat[i]),
+            float("nan"),
+            float("nan"),
+        )
     nonfinite = (np.isnan(a) != np.isnan(e)) | (np.isinf(a) & (a != e)) | (np.isinf(e) & (a != e))
     return Verdict(
         kind=kind,

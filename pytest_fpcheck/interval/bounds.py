@@ -31,7 +31,9 @@ class Provenance:
 
     entries: tuple[tuple[str, float], ...] = ()
 
-    def merge(self, *others: Provenance, site: str | None = None, widening: float = 0.0) -> Provenance:
+    def merge(
+        self, *others: Provenance, site: str | None = None, widening: float = 0.0
+    ) -> Provenance:
         """The union of several provenances plus one new site, widest first, deduplicated."""
         best: dict[str, float] = {}
         for provenance in (self, *others):
@@ -48,7 +50,9 @@ class Provenance:
         return "; ".join(f"{site} (+{amount:.3g})" for site, amount in self.entries)
 
 
-def contains(lo: NDArray[np.float64], hi: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.bool_]:
+def contains(
+    lo: NDArray[np.float64], hi: NDArray[np.float64], y: NDArray[np.float64]
+) -> NDArray[np.bool_]:
     """Element-wise ``lo <= y <= hi``, with NaN inside only where the enclosure is unbounded."""
     with np.errstate(invalid="ignore"):
         inside: NDArray[np.bool_] = ((lo <= y) & (y <= hi)) | (

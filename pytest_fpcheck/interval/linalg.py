@@ -58,7 +58,9 @@ def _finish(mid: Array, rad: Array, fmt: Format) -> Interval:
 def _overflow_to_everything(interval: Interval, may_overflow: NDArray[np.bool_]) -> Interval:
     if not may_overflow.any():
         return interval
-    return Interval(np.where(may_overflow, -np.inf, interval.lo), np.where(may_overflow, np.inf, interval.hi))
+    return Interval(
+        np.where(may_overflow, -np.inf, interval.lo), np.where(may_overflow, np.inf, interval.hi)
+    )
 
 
 def reduce_sum(
@@ -75,7 +77,9 @@ def reduce_sum(
     n = int(np.prod([a.shape[axis] for axis in axes])) if axes else 1
     g = factor(n) + 2 * gamma(n + 1, _U64)
     with np.errstate(invalid="ignore", over="ignore"):
-        magnitude = up(np.sum(a.magnitude(), axis=axes, keepdims=keepdims) * (1 + 2 * gamma(n, _U64)))
+        magnitude = up(
+            np.sum(a.magnitude(), axis=axes, keepdims=keepdims) * (1 + 2 * gamma(n, _U64))
+        )
         spread = np.where(magnitude == 0, 0.0, up(magnitude * g))
         if a.is_point:
             centre = np.sum(a.lo, axis=axes, keepdims=keepdims)

@@ -39,7 +39,11 @@ __all__ = ["down", "down_to", "up", "up_to"]
 _STEP = {"float64": 0.6 * 2.0**-52, "float32": 0.6 * 2.0**-23, "float16": 0.6 * 2.0**-10}
 _TINY = {"float64": 5e-324, "float32": 2.0**-149, "float16": 2.0**-24}
 # below these the step is itself subnormal and rounded: such elements use nextafter
-_SMALL_STEP = {"float64": 2.0**-1020, "float32": 2.0**-124, "float16": 0.0}  # float16 steps run in float32
+_SMALL_STEP = {
+    "float64": 2.0**-1020,
+    "float32": 2.0**-124,
+    "float16": 0.0,
+}  # float16 steps run in float32
 
 
 def _step(x: Array, direction: int) -> Array:

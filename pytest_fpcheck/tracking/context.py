@@ -100,8 +100,10 @@ class RuleContext:
         enclosure = self.interval(x)
         if isinstance(x, torch.Tensor):
             source = dtype_format(x.dtype)
-            if source is not None and source.precision <= target.precision and (
-                source.emax <= target.emax
+            if (
+                source is not None
+                and source.precision <= target.precision
+                and (source.emax <= target.emax)
             ):
                 return enclosure
         return enclosure.to_format(target)

@@ -173,7 +173,9 @@ class BoundsStore:
                     del self._records[dead]
 
     @staticmethod
-    def _write_strided(record: Record, t: torch.Tensor, lo: np.ndarray, hi: np.ndarray, point: bool) -> None:
+    def _write_strided(
+        record: Record, t: torch.Tensor, lo: np.ndarray, hi: np.ndarray, point: bool
+    ) -> None:
         if record.hi is record.lo and not point:
             record.hi = record.lo.copy()
         _view(record.lo, t)[...] = lo

@@ -524,15 +524,22 @@ def _gelu(ctx: RuleContext) -> Interval:
         def allowance(x: Array, f: Array) -> Array:
             inner_error = 2 * _GELU_TANH_BETA * u * (x + 4.01 * _GELU_TANH_KAPPA * x**3)
             a = ctx.operand(ctx.args[0], c)
-            nearest = np.where((a.lo <= 0) & (a.hi >= 0), 0.0, np.minimum(np.abs(a.lo), np.abs(a.hi)))
-            smallest_argument = np.maximum(_GELU_TANH_BETA * (nearest + _GELU_TANH_KAPPA * nearest**3) - inner_error, 0.0)
+            nearest = np.where(
+                (a.lo <= 0) & (a.hi >= 0), 0.0, np.minimum(np.abs(a.lo), np.abs(a.hi))
+            )
+            smallest_argument = np.maximum(
+                _GELU_TANH_BETA * (nearest + _GELU_TANH_KAPPA * nearest**3) - inner_error, 0.0
+            )
             damped = inner_error / np.cosh(np.minimum(smallest_argument, 300.0)) ** 2
             result: Array = 0.5 * x * (np.minimum(damped, 2.0) + 6.01 * u) + 2.01 * u * x + floor
             return result
 
         return _unimodal(ctx, _gelu_tanh, (-0.7524614220710163, -0.17004075057125406), allowance)
     return _unimodal(
-        ctx, _gelu_erf, (-0.7517915246935645, -0.16997120747990367), lambda x, f: x * u * (9 + 0.5 * x) + floor
+        ctx,
+        _gelu_erf,
+        (-0.7517915246935645, -0.16997120747990367),
+        lambda x, f: x * u * (9 + 0.5 * x) + floor,
     )
 
 
@@ -544,7 +551,9 @@ def _silu_rule(ctx: RuleContext) -> Interval:
     c = ctx.compute
     u = c.unit_roundoff
     floor = math.ldexp(1.0, c.emin + 12)
-    return _unimodal(ctx, _silu, (-1.278464542761074, -0.27846454276107386), lambda x, f: 6.5 * u * f + floor)
+    return _unimodal(
+        ctx, _silu, (-1.278464542761074, -0.27846454276107386), lambda x, f: 6.5 * u * f + floor
+    )
 
 
 @_rule("aten.elu")
@@ -1090,7 +1099,15 @@ def _addmm(ctx: RuleContext) -> Interval:
     extra = 0 if (float(alpha) == 1 and float(beta) == 1) else 2
     factor, acc = _matmul_setup(ctx, k, 1 + extra)
     if ctx.call.packet != "aten.addbmm":
-        return matmul(left, ctx.operand(m2), ctx.fmt, factor=factor, accumulate=acc, k=k + 1 + extra, addend=shifted)
+        return matmul(
+            left,
+            ctx.operand(m2),
+            ctx.fmt,
+            factor=factor,
+            accumulate=acc,
+            k=k + 1 + extra,
+            addend=shifted,
+        )
     inner = matmul(left, ctx.operand(m2), _F64, factor=factor, accumulate=acc, k=k + 1 + extra)
     inner = reduce_sum(inner, (0,), False, _F64, lambda n: factor)
     spread = up(shifted.magnitude() * factor * (1 + 2**-40))

@@ -13,19 +13,54 @@ import math
 from dataclasses import dataclass
 
 import mpmath
-from mpmath import libmp
 import numpy as np
 import torch
 from hypothesis import strategies as st
+from mpmath import libmp
 
 from pytest_fpcheck import formats as F
 
 mpmath.mp.dps = 60
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-UNARY = ["neg", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "relu", "square", "reciprocal", "cast", "erf", "softplus", "leaky_relu", "elu", "cube", "expm1", "log1p", "rsqrt"]
+UNARY = [
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "sqrt",
+    "tanh",
+    "sigmoid",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+    "relu",
+    "square",
+    "reciprocal",
+    "cast",
+    "erf",
+    "softplus",
+    "leaky_relu",
+    "elu",
+    "cube",
+    "expm1",
+    "log1p",
+    "rsqrt",
+]
 BINARY = ["add", "sub", "mul", "div", "maximum", "where"]
-REDUCE = ["sum", "mean", "softmax", "log_softmax", "logsumexp", "var", "std", "layer_norm", "norm", "cumsum", "amax"]
+REDUCE = [
+    "sum",
+    "mean",
+    "softmax",
+    "log_softmax",
+    "logsumexp",
+    "var",
+    "std",
+    "layer_norm",
+    "norm",
+    "cumsum",
+    "amax",
+]
 
 
 class Undefined(Exception):
@@ -48,8 +83,12 @@ def grid_values(fmt_name: str, shape: tuple[int, int]) -> st.SearchStrategy[np.n
     size = shape[0] * shape[1]
     moderate = st.floats(-8, 8, allow_nan=False, width=32)
     tiny = st.integers(1, 2 ** (fmt.precision - 1) + 8).map(lambda k: float(F.from_ordinal(k, fmt)))
-    large = st.integers(fmt.max_ordinal - 64, fmt.max_ordinal).map(lambda k: float(F.from_ordinal(k, fmt)))
-    one_ish = st.integers(-4, 4).map(lambda d: float(F.from_ordinal(int(F.ordinal(1.0, fmt)) + d, fmt)))
+    large = st.integers(fmt.max_ordinal - 64, fmt.max_ordinal).map(
+        lambda k: float(F.from_ordinal(k, fmt))
+    )
+    one_ish = st.integers(-4, 4).map(
+        lambda d: float(F.from_ordinal(int(F.ordinal(1.0, fmt)) + d, fmt))
+    )
     element = st.one_of(moderate, moderate, moderate, tiny, one_ish, large, st.just(0.0))
     signs = st.lists(st.sampled_from([-1.0, 1.0]), min_size=size, max_size=size)
     return st.tuples(st.lists(element, min_size=size, max_size=size), signs).map(
@@ -131,7 +170,9 @@ def run_torch(program: Program) -> torch.Tensor:
                 "var": lambda v: v.var(-1, keepdim=True, correction=0) * torch.ones_like(v),
                 "std": lambda v: v.std(-1, keepdim=True, correction=0) * torch.ones_like(v),
                 "layer_norm": lambda v: F_.layer_norm(v, (v.shape[-1],)),
-                "norm": lambda v: torch.linalg.vector_norm(v, dim=-1, keepdim=True) * torch.ones_like(v),
+                "norm": lambda v: (
+                    torch.linalg.vector_norm(v, dim=-1, keepdim=True) * torch.ones_like(v)
+                ),
                 "cumsum": lambda v: v.cumsum(-1),
                 "amax": lambda v: v.amax(-1, keepdim=True) * torch.ones_like(v),
             }[op](x)
@@ -216,10 +257,20 @@ def _run_exact(program: Program) -> np.ndarray:
             x = _map(function, x)
         elif kind == "binary":
             if op == "where":
-                x = np.where(np.vectorize(lambda a, b: a > b, otypes=[bool])(x, y), x, _map(lambda b: b * half, y))
+                x = np.where(
+                    np.vectorize(lambda a, b: a > b, otypes=[bool])(x, y),
+                    x,
+                    _map(lambda b: b * half, y),
+                )
             else:
                 x = np.vectorize(
-                    {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": _div, "maximum": max}[op],
+                    {
+                        "add": lambda a, b: a + b,
+                        "sub": lambda a, b: a - b,
+                        "mul": lambda a, b: a * b,
+                        "div": _div,
+                        "maximum": max,
+                    }[op],
                     otypes=[object],
                 )(x, y)
         elif kind == "reduce":
@@ -244,7 +295,11 @@ def _reduce_exact(op: str, x: np.ndarray) -> np.ndarray:
         elif op in ("softmax", "log_softmax", "logsumexp"):
             top = max(row)
             lse = top + mpmath.log(mpmath.fsum(mpmath.exp(v - top) for v in row))
-            out = {"softmax": [mpmath.exp(v - lse) for v in row], "log_softmax": [v - lse for v in row], "logsumexp": [lse] * n}[op]
+            out = {
+                "softmax": [mpmath.exp(v - lse) for v in row],
+                "log_softmax": [v - lse for v in row],
+                "logsumexp": [lse] * n,
+            }[op]
         elif op == "var":
             out = [var] * n
         elif op == "std":
@@ -273,6 +328,10 @@ def exact_to_float(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return float(libmp.to_float(v._mpf_, rnd=rounding))
 
     with np.errstate(all="ignore"):
-        lo = np.vectorize(lambda v: directed(mpmath.mpf(v), libmp.round_floor), otypes=[float])(values)
-        hi = np.vectorize(lambda v: directed(mpmath.mpf(v), libmp.round_ceiling), otypes=[float])(values)
+        lo = np.vectorize(lambda v: directed(mpmath.mpf(v), libmp.round_floor), otypes=[float])(
+            values
+        )
+        hi = np.vectorize(lambda v: directed(mpmath.mpf(v), libmp.round_ceiling), otypes=[float])(
+            values
+        )
     return lo, hi

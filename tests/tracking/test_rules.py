@@ -37,7 +37,11 @@ def seed() -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_convolution_1d_2d_and_grouped(dtype: torch.dtype) -> None:
-    x, w, b = torch.randn(2, 4, 9).to(dtype), torch.randn(6, 2, 3).to(dtype), torch.randn(6).to(dtype)
+    x, w, b = (
+        torch.randn(2, 4, 9).to(dtype),
+        torch.randn(6, 2, 3).to(dtype),
+        torch.randn(6).to(dtype),
+    )
     check(lambda x, w, b: F.conv1d(x, w, b, padding=1, groups=2), x, w, b)
     x2, w2 = torch.randn(1, 3, 6, 6).to(dtype), torch.randn(5, 3, 3, 3).to(dtype)
     check(lambda x, w: F.conv2d(x, w, stride=2), x2, w2)

@@ -35,7 +35,11 @@ def check_program(program) -> None:
     assert not bad.any(), (program, down[bad], bounds.lo[bad], bounds.hi[bad], value[bad])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(programs())
 def test_exact_and_computed_values_lie_in_the_bounds(program) -> None:
     check_program(program)

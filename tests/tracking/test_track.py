@@ -60,17 +60,42 @@ def test_views_share_bounds_and_in_place_writes_inside_tracking_update_them() ->
 
 def test_operation_without_a_rule_is_never_silently_skipped() -> None:
     x = torch.randn(8)
-    with pytest.raises(fp.UnsupportedOperation, match=re.escape("no interval rule for operation 'aten._fft_r2c.default' at test_track.py:")) as info, fp.track():
+    with (
+        pytest.raises(
+            fp.UnsupportedOperation,
+            match=re.escape(
+                "no interval rule for operation 'aten._fft_r2c.default' at test_track.py:"
+            ),
+        ) as info,
+        fp.track(),
+    ):
         torch.fft.rfft(x)
-    assert "register one with pytest_fpcheck.interval.register_rule(op_name, rule)" in str(info.value)
+    assert "register one with pytest_fpcheck.interval.register_rule(op_name, rule)" in str(
+        info.value
+    )
 
 
 def test_register_rule_validates_and_refuses_duplicates() -> None:
-    with pytest.raises(fp.InvalidArgument, match=re.escape("name='add' (type str) is not valid: expected an operator name like 'aten.add' or 'aten.add.Tensor'.")):
+    with pytest.raises(
+        fp.InvalidArgument,
+        match=re.escape(
+            "name='add' (type str) is not valid: expected an operator name like 'aten.add' or 'aten.add.Tensor'."
+        ),
+    ):
         fp.interval.register_rule("add", lambda ctx: None)
-    with pytest.raises(fp.InvalidArgument, match=re.escape("name='aten.add' (type str) is not valid: expected an operation without a rule. Pass replace=True to override it.")):
+    with pytest.raises(
+        fp.InvalidArgument,
+        match=re.escape(
+            "name='aten.add' (type str) is not valid: expected an operation without a rule. Pass replace=True to override it."
+        ),
+    ):
         fp.interval.register_rule("aten.add", lambda ctx: None)
-    with pytest.raises(fp.InvalidArgument, match=re.escape("rule=3 (type int) is not valid: expected a callable taking the rule context.")):
+    with pytest.raises(
+        fp.InvalidArgument,
+        match=re.escape(
+            "rule=3 (type int) is not valid: expected a callable taking the rule context."
+        ),
+    ):
         fp.interval.register_rule("aten.something_new", 3)
     assert "aten.mm" in fp.interval.registered()
 
@@ -78,7 +103,9 @@ def test_register_rule_validates_and_refuses_duplicates() -> None:
 def test_a_registered_rule_is_used() -> None:
     def rule(ctx):  # the real FFT is not round-off free; this rule claims an absurd width
         out = ctx.outputs[0]
-        return fp.interval.Interval(np.full(tuple(out.shape), -np.inf), np.full(tuple(out.shape), np.inf))
+        return fp.interval.Interval(
+            np.full(tuple(out.shape), -np.inf), np.full(tuple(out.shape), np.inf)
+        )
 
     fp.interval.register_rule("aten.frac", rule)
     with fp.track():
@@ -94,7 +121,10 @@ def test_roundoff_bounds_returns_the_structure_of_the_result() -> None:
     assert bounds["b"][0].notes == ()  # exact products are still recorded
     with pytest.raises(fp.InvalidArgument, match=re.escape("fn=<function")):
         fp.roundoff_bounds(lambda: 3)
-    with pytest.raises(fp.InvalidArgument, match=re.escape("fn=3 (type int) is not valid: expected a callable returning tensors.")):
+    with pytest.raises(
+        fp.InvalidArgument,
+        match=re.escape("fn=3 (type int) is not valid: expected a callable returning tensors."),
+    ):
         fp.roundoff_bounds(3)
 
 
@@ -106,12 +136,24 @@ def test_roundoff_bounds_of_an_untouched_input_is_a_point() -> None:
 
 
 def test_track_validates_its_arguments() -> None:
-    with pytest.raises(fp.InvalidArgument, match=re.escape("mode='fast' (type str) is not valid: expected one of 'rigorous', 'probabilistic'.")):
+    with pytest.raises(
+        fp.InvalidArgument,
+        match=re.escape(
+            "mode='fast' (type str) is not valid: expected one of 'rigorous', 'probabilistic'."
+        ),
+    ):
         fp.track(mode="fast")
-    with pytest.raises(fp.InvalidArgument, match=re.escape("order=3 (type int) is not valid: expected a SummationTree from fp.reveal_order (or None).")):
+    with pytest.raises(
+        fp.InvalidArgument,
+        match=re.escape(
+            "order=3 (type int) is not valid: expected a SummationTree from fp.reveal_order (or None)."
+        ),
+    ):
         fp.track(order=3)
     x = torch.ones(2)
-    with pytest.raises(fp.InvalidArgument, match=re.escape("is not valid: expected a Bounds (e.g. from fp.hull).")):
+    with pytest.raises(
+        fp.InvalidArgument, match=re.escape("is not valid: expected a Bounds (e.g. from fp.hull).")
+    ):
         fp.track(assume={x: (0, 1)})
     with pytest.raises(fp.InvalidArgument, match=re.escape("expected Bounds of shape (2,).")):
         fp.track(assume={x: fp.hull(np.ones(3), np.zeros(3))})
@@ -127,7 +169,9 @@ def test_layer_level_analysis_seeds_with_the_hull() -> None:
         out = custom * 2
     assert fp.bounds_of(out).contains(reference.double() * 2).all()
     assert "seeded by track(assume=...)" in fp.bounds_of(out).notes
-    with pytest.raises(fp.InvalidArgument, match=re.escape("expected an array of shape (3,), like a.")):
+    with pytest.raises(
+        fp.InvalidArgument, match=re.escape("expected an array of shape (3,), like a.")
+    ):
         fp.hull(custom, torch.ones(2))
 
 
@@ -186,7 +230,12 @@ def test_comparisons_near_ties_give_the_hull_of_both_branches() -> None:
 
 
 def test_devices_must_match() -> None:
-    with pytest.raises(fp.InvalidArgument, match=re.escape("expected a tensor on cpu, the device of actual. Move one of them (e.g. expected.to(actual.device)).")):
+    with pytest.raises(
+        fp.InvalidArgument,
+        match=re.escape(
+            "expected a tensor on cpu, the device of actual. Move one of them (e.g. expected.to(actual.device))."
+        ),
+    ):
         fp.classify(torch.ones(2), torch.ones(2, device="meta"))
 
 
