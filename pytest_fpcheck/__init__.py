@@ -29,6 +29,9 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "format_of": ("pytest_fpcheck.formats", "format_of"),
     "interval": ("pytest_fpcheck.interval", None),
     "strategies": ("pytest_fpcheck.strategies", None),
+    "dual_delta": ("pytest_fpcheck.dualdelta.run", "dual_delta"),
+    "assert_dual_delta": ("pytest_fpcheck.dualdelta.run", "assert_dual_delta"),
+    "DualDeltaResult": ("pytest_fpcheck.dualdelta.result", "DualDeltaResult"),
     "order": ("pytest_fpcheck.diagnostics.order", None),
     "reveal_order": ("pytest_fpcheck.diagnostics.order", "reveal_order"),
     "assert_same_order": ("pytest_fpcheck.diagnostics.order", "assert_same_order"),
@@ -50,6 +53,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
 __all__ = [
     "Bounds",
     "DualDeltaFailure",
+    "DualDeltaResult",
     "FPCheckError",
     "Format",
     "InternalError",
@@ -64,10 +68,12 @@ __all__ = [
     "UnsupportedOperation",
     "Verdict",
     "__version__",
+    "assert_dual_delta",
     "assert_roundoff_close",
     "assert_same_order",
     "bounds_of",
     "classify",
+    "dual_delta",
     "format_of",
     "formats",
     "hull",
@@ -83,6 +89,9 @@ if TYPE_CHECKING:
     from . import formats as formats
     from . import interval as interval
     from . import strategies as strategies
+    from .assertions.roundoff import assert_roundoff_close as assert_roundoff_close
+    from .assertions.verdict import Verdict as Verdict
+    from .assertions.verdict import classify as classify
     from .diagnostics import order as order
     from .diagnostics.order import NondeterministicOrder as NondeterministicOrder
     from .diagnostics.order import OrderMismatch as OrderMismatch
@@ -90,9 +99,9 @@ if TYPE_CHECKING:
     from .diagnostics.order import SummationTree as SummationTree
     from .diagnostics.order import assert_same_order as assert_same_order
     from .diagnostics.order import reveal_order as reveal_order
-    from .assertions.roundoff import assert_roundoff_close as assert_roundoff_close
-    from .assertions.verdict import Verdict as Verdict
-    from .assertions.verdict import classify as classify
+    from .dualdelta.result import DualDeltaResult as DualDeltaResult
+    from .dualdelta.run import assert_dual_delta as assert_dual_delta
+    from .dualdelta.run import dual_delta as dual_delta
     from .formats import Format as Format
     from .formats import format_of as format_of
     from .interval.bounds import Bounds as Bounds

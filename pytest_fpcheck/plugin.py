@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 SETTINGS_KEY = pytest.StashKey[Settings]()
 REPORT_KEY = pytest.StashKey["RunReport"]()
 REPORT_PATH_KEY = pytest.StashKey["Path | None"]()
+DUAL_DELTA_KEY = pytest.StashKey[Any]()
+_CASE = "_fpcheck_dual_delta_case"
+_PARAMETER_SET = type(pytest.param(None))  # what pytest.param returns
 
 _MARKERS = (
     "fpcheck(**overrides): per-test overrides of the fpcheck options "
@@ -83,9 +86,69 @@ def _report_path(value: str | None) -> Path | None:
     return path
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One test per entry of a dual_delta marker's ``params``."""
+    marker = metafunc.definition.get_closest_marker("dual_delta")
+    if marker is None or _CASE not in metafunc.fixturenames:
+        return
+    from .markers import case_id, split_params
+
+    try:
+        _, params = split_params(marker.kwargs)
+    except InvalidArgument:
+        return  # the fixture raises it again, as an error of this test alone
+    if params:
+        cases = [
+            p
+            if isinstance(p, _PARAMETER_SET)
+            else pytest.param(p, id=case_id(p) if isinstance(p, dict) else None)
+            for p in params
+        ]
+        metafunc.parametrize(_CASE, cases, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def _fpcheck_dual_delta_case(request: pytest.FixtureRequest) -> Any:
+    """Runs a test's dual-delta comparison (when it has the marker) before its body."""
+    marker = request.node.get_closest_marker("dual_delta")
+    if marker is None:
+        return None
+    from . import dual_delta
+    from .fixture import seed_for_test
+    from .markers import dual_delta_keywords, split_params
+
+    base, _ = split_params(marker.kwargs)
+    entry = getattr(request, "param", None)
+    keywords = dual_delta_keywords(base, entry)
+    settings = settings_for(request.node)
+    keywords.setdefault("oracle", settings.oracle)
+    keywords.setdefault("n", settings.dual_delta_n)
+    keywords.setdefault("alpha", settings.alpha)
+    result = dual_delta(
+        keywords.pop("custom"),
+        keywords.pop("reference"),
+        seed=seed_for_test(settings.seed, request.node.nodeid),
+        **keywords,
+    )
+    request.node.stash[DUAL_DELTA_KEY] = result
+    _report(request.config).add_dual_delta(request.node.nodeid, result.to_dict())
+    return result
+
+
+@pytest.fixture
+def dual_delta_result(request: pytest.FixtureRequest, _fpcheck_dual_delta_case: Any) -> Any:
+    """The DualDeltaResult of this test's ``@pytest.mark.dual_delta`` comparison."""
+    if _fpcheck_dual_delta_case is None:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: the dual_delta_result fixture needs @pytest.mark.dual_delta(...)"
+        )
+    return _fpcheck_dual_delta_case
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """Collect the test's verdicts; under --fpcheck, run it inside fp.track()."""
+    """Collect the test's verdicts; under --fpcheck, run it inside fp.track(); fail a
+    dual-delta test whose custom side is significantly worse."""
     from contextlib import ExitStack
 
     from .assertions.record import collecting
@@ -98,12 +161,18 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
             stack.enter_context(track())
         try:
-            return (yield)
+            outcome = yield
         finally:
             if verdicts and settings.enabled:
                 report = _report(item.config)
                 for verdict in verdicts:
                     report.add_verdict(item.nodeid, verdict.to_dict())
+    result = item.stash.get(DUAL_DELTA_KEY, None)
+    if result is not None and result.failed:
+        from .errors import DualDeltaFailure
+
+        raise DualDeltaFailure(result.failure_message(), result)
+    return outcome
 
 
 def _report(config: pytest.Config) -> RunReport:
@@ -118,10 +187,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if REPORT_KEY not in config.stash:
         return
     report = config.stash[REPORT_KEY]
-    lines = report.summary_lines(width=100 if config.get_verbosity() <= 0 else 160)
+    settings = config.stash[SETTINGS_KEY]
+    width = 100 if config.get_verbosity() <= 0 else 160
+    lines = report.summary_lines(width=width) if settings.enabled else []
     if lines:
         terminalreporter.write_sep("=", "fpcheck: round-off verdicts")
         for line in lines:
+            terminalreporter.write_line(line)
+    dual = report.dual_delta_lines(width=width)
+    if dual:
+        terminalreporter.write_sep("=", "fpcheck: dual-delta comparisons")
+        for line in dual:
             terminalreporter.write_line(line)
 
 

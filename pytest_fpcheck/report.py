@@ -25,9 +25,28 @@ class RunReport:
     """Verdicts made during a run, with the test that made each."""
 
     verdicts: list[dict[str, Any]] = field(default_factory=list)
+    dual_deltas: list[dict[str, Any]] = field(default_factory=list)
 
     def add_verdict(self, test_id: str, record: dict[str, Any]) -> None:
         self.verdicts.append({"test": test_id, **record})
+
+    def add_dual_delta(self, test_id: str, record: dict[str, Any]) -> None:
+        self.dual_deltas.append({"test": test_id, **record})
+
+    def dual_delta_lines(self, *, width: int = 100) -> list[str]:
+        """One line per dual-delta comparison: accuracy and stability verdicts, the mean error
+        ratio, and the test."""
+        if not self.dual_deltas:
+            return []
+        lines = [f"{'accuracy':<21} {'stability':<19} {'n':>6}  test"]
+        for d in sorted(
+            self.dual_deltas, key=lambda d: (d.get("accuracy") != "custom_less_accurate", d["test"])
+        ):
+            head = f"{d.get('accuracy', '?'):<21} {d.get('stability', '?'):<19} {d.get('n', '?')!s:>6}  "
+            room = max(width - len(head), 10)
+            test = d["test"] if len(d["test"]) <= room else "..." + d["test"][-(room - 3) :]
+            lines.append(head + test)
+        return lines
 
     def summary_lines(self, *, width: int = 100) -> list[str]:
         """One line per verdict, bugs first, fitting ``width`` columns."""
@@ -58,6 +77,7 @@ class RunReport:
             "settings": settings,
             "counts": counts,
             "verdicts": self.verdicts,
+            "dual_delta": self.dual_deltas,
         }
         return json.dumps(_finite(document), indent=2, allow_nan=False, default=str)
 

@@ -305,3 +305,75 @@ def test_bad_report_path(pytester: pytest.Pytester, value: str, message: str) ->
     result = pytester.runpytest(f"--fpcheck-report={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: pytest-fpcheck: {message}"])
+
+
+DUAL_DELTA_TESTS = """
+import numpy as np
+import pytest
+
+def exact_sum(x):
+    return np.float32(np.sum(x.astype(np.float64)))
+
+def naive_sum(x):
+    total = np.float32(0)
+    for v in x:
+        total = np.float32(total + v)
+    return total
+
+def float16_sum(x):
+    return np.float32(np.sum(x.astype(np.float16), dtype=np.float16))
+
+def oracle(x):
+    return np.sum(x.astype(np.float64))
+
+def vectors(rng):
+    return (rng.standard_normal(256).astype(np.float32),)
+
+@pytest.mark.dual_delta(custom=naive_sum, reference=exact_sum, inputs=vectors, n=60, oracle=oracle)
+def test_naive_sum(dual_delta_result):
+    assert dual_delta_result.delta_custom.shape == (60,)
+
+@pytest.mark.dual_delta(reference=exact_sum, inputs=vectors, n=60, oracle=oracle,
+                        params=[{"custom": exact_sum}, {"custom": float16_sum}])
+def test_params(dual_delta_result):
+    pass
+"""
+
+
+def test_dual_delta_marker_expands_params_and_fails_worse_implementations(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_dd=DUAL_DELTA_TESTS)
+    result = pytester.runpytest("-v", "--fpcheck-oracle=fp64")
+    output = result.stdout.str()
+    assert "test_dd.py::test_params[custom=exact_sum] PASSED" in output
+    assert "test_dd.py::test_params[custom=float16_sum] FAILED" in output
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 2  # the naive loop and the float16 sum are both less accurate
+    assert outcomes["passed"] == 1
+    result.stdout.fnmatch_lines(["*DualDeltaFailure*", "*= fpcheck: dual-delta comparisons =*"])
+
+
+def test_dual_delta_marker_errors(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dual_delta(custom=abs, reference=abs, inputs=lambda rng: (1.0,), speed=3)
+        def test_bad(): pass
+
+        @pytest.mark.dual_delta(custom=abs, inputs=lambda rng: (1.0,))
+        def test_missing(): pass
+
+        def test_fixture_without_marker(dual_delta_result): pass
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.dual_delta(speed=...)='speed' (type str) is not valid: expected one of custom, reference, inputs, oracle, n, metric, alpha.*",
+            "*expected the keywords custom, reference and inputs (missing: reference).*",
+            "*the dual_delta_result fixture needs @pytest.mark.dual_delta(...)*",
+        ]
+    )

@@ -88,7 +88,7 @@ class Bounds:
     def radius(self) -> NDArray[np.float64]:
         """(hi - lo) / 2, rounded up: half the width of the enclosure."""
         with np.errstate(invalid="ignore", over="ignore"):
-            width = up(self.hi - self.lo)
+            width = np.where(self.lo == self.hi, 0.0, up(self.hi - self.lo))  # -inf == -inf too
         radius: NDArray[np.float64] = np.where(np.isnan(width), np.inf, width / 2)
         return radius
 

@@ -106,6 +106,11 @@ class BoundsStore:
             )
         return record
 
+    def forget(self, t: torch.Tensor) -> None:
+        """Drop the record of ``t``'s storage (its values become an exact input again)."""
+        with self._lock:
+            self._records.pop(StorageWeakRef(t.untyped_storage()), None)
+
     def has_record(self, t: torch.Tensor) -> bool:
         """Whether tracking ever wrote ``t``'s storage (stale or not)."""
         with self._lock:

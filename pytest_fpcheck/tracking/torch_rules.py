@@ -261,6 +261,35 @@ for _name in ("aten.gt", "aten.lt", "aten.ge", "aten.le", "aten.eq", "aten.ne"):
     register_rule(_name, _compare)
 
 
+def _observed(ctx: RuleContext) -> tuple[None, ...]:
+    """Integer and boolean results of floating operations (predicates, indices, counts) are
+    taken as observed: RENDER's dynamic rule follows the executed path (section III-B-4). Only
+    comparisons carry their decidedness on, for where/masked_fill and max/min."""
+    return tuple(None for _ in ctx.outputs)
+
+
+for _name in (
+    "aten.isnan",
+    "aten.isinf",
+    "aten.isfinite",
+    "aten.isposinf",
+    "aten.isneginf",
+    "aten.signbit",
+    "aten.isclose",
+    "aten.argmax",
+    "aten.argmin",
+    "aten.argsort",
+    "aten.nonzero",
+    "aten.count_nonzero",
+    "aten.any",
+    "aten.all",
+    "aten.equal",
+    "aten.searchsorted",
+    "aten.bucketize",
+):
+    register_rule(_name, _observed)
+
+
 @_rule("aten.logical_not", "aten.bitwise_not")
 def _logical_not(ctx: RuleContext) -> Interval:
     a = ctx.interval(ctx.args[0])
@@ -817,27 +846,6 @@ def _cumsum(ctx: RuleContext) -> Interval:
 # Softmax and log-softmax.
 
 
-def _softmax_pieces(ctx: RuleContext, a: Interval, axis: int) -> tuple[Interval, Array, Array]:
-    """(exact softmax enclosure, largest |x_i - m| per row, row length)."""
-    top = np.max(a.hi, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        # exp of a float64 difference: the difference's rounding (|d| 2**-53) and exp's own
-        d_lo, d_hi = a.lo - top, a.hi - top
-        e_lo = np.exp(d_lo) * (1 - (np.abs(d_lo) + 8) * 2.0**-51)
-        e_hi = np.exp(d_hi) * (1 + (np.abs(d_hi) + 8) * 2.0**-51)
-        total_hi = np.sum(e_hi, axis=axis, keepdims=True) * (1 + 2**-40)
-        total_lo = np.sum(e_lo, axis=axis, keepdims=True) * (1 - 2**-40)
-        low = e_lo / (e_lo + (total_hi - e_hi) * (1 + 2**-40) + 0.0)
-        high = e_hi / (e_hi + np.maximum(total_lo - e_lo, 0.0) * (1 - 2**-40))
-        spread = np.max(a.hi, axis=axis, keepdims=True) - np.min(a.lo, axis=axis, keepdims=True)
-    exact = Interval(
-        np.where(np.isnan(low), -np.inf, down(low)),
-        np.where(np.isnan(high), np.inf, np.minimum(up(high), 1.0)),
-    )
-    return exact, spread, np.asarray(a.shape[axis] if a.shape else 1)
-
-
 def _row_may_be_nan(a: Interval, axis: int) -> Array:
     """Softmax of a row is NaN when some element may be +inf (inf - inf) or every element may
     be -inf (0 / 0)."""
@@ -848,72 +856,108 @@ def _row_may_be_nan(a: Interval, axis: int) -> Array:
 
 
 def _softmax_units(ctx: RuleContext) -> tuple[float, float]:
-    """(u, relative error of one exp) for softmax-like kernels. ATen's reduced-precision CPU
-    kernels may keep intermediates (the running sum, its logarithm) in the tensor's own format,
-    so the unit round-off is the larger of the compute format's and the tensor format's."""
+    """(u, kappa) for softmax-like kernels: u the unit round-off of their intermediates (ATen's
+    reduced-precision CPU kernels may keep the running sum and its logarithm in the tensor's own
+    format, so the larger of the compute and tensor formats'), kappa the relative error of one
+    exp (its ULP error in the compute format, plus a rounding to the tensor format)."""
     c = ctx.compute
     u = max(c.unit_roundoff, ctx.fmt.unit_roundoff)
     return u, ew.ULP_ERRORS["exp"] * c.eps + (ctx.fmt.unit_roundoff if ctx.fmt is not c else 0.0)
 
 
+def _shifted_exponentials(a: Interval, axis: int) -> tuple[Array, Array, Array, Array]:
+    """(e_lo, e_hi, sum of e_hi, sum of e_lo) of exp(x - top), top the row's largest upper end,
+    in float64 with their evaluation error allowed for (the difference's rounding, |d| 2**-53,
+    and exp's own)."""
+    top = np.max(a.hi, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        d_lo, d_hi = a.lo - top, a.hi - top
+        e_lo = np.exp(d_lo) * (1 - (np.abs(np.where(np.isfinite(d_lo), d_lo, 0.0)) + 8) * 2.0**-51)
+        e_hi = np.exp(d_hi) * (1 + (np.abs(np.where(np.isfinite(d_hi), d_hi, 0.0)) + 8) * 2.0**-51)
+        total_hi = np.sum(e_hi, axis=axis, keepdims=True) * (1 + 2**-40)
+        total_lo = np.sum(e_lo, axis=axis, keepdims=True) * (1 - 2**-40)
+    return e_lo, e_hi, total_hi, total_lo
+
+
 @_rule("aten._softmax", "aten._safe_softmax", "aten.softmax")
 def _softmax(ctx: RuleContext) -> Interval:
-    """Exact range by monotonicity (softmax_i increases in x_i, decreases in the others), then
-    the rounding of exp(x - m) / sum: each factor within [1/F, F], F = a^2 (1 + gamma_n)(1 + u),
-    a = exp(R u)(1 + k eps), R the row's spread, k exp's ULP error (RENDER section III-C-2
-    gives the exact-range part as an approximation; here it is rigorous)."""
+    """softmax_i = e_i / S, e_j = exp(x_j - m), m the row's maximum (ATen's kernel).
+
+    Exact range: softmax_i increases in x_i and decreases in the others, so
+    [e_lo_i / (e_lo_i + sum_{j != i} e_hi_j), e_hi_i / (e_hi_i + sum_{j != i} e_lo_j)]
+    (RENDER III-C-2 states this as an approximation; here it is rigorous).
+
+    Rounding: with d = x - m <= 0, the computed exponential is e (1 + kappa) plus at most
+    e^d (e^{-d u} - 1) <= 0.37 u (+ one subnormal): an absolute error a = 0.4 u + tiny that
+    stays finite for any d, -inf included (exp(-inf) = 0 exactly). S >= 1 (the maximum's term
+    is 1), so the computed sum is within S F^{+-1}, F = (1 + kappa + n a)(1 + gamma_n), and the
+    result within [(p_lo (1 - kappa) - a) / (F (1 + u)), (p_hi (1 + kappa) + a) F (1 + u)]."""
     x = ctx.args[0]
     axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
     c = ctx.compute
     a = ctx.operand(x, c)
-    exact, spread, n = _softmax_pieces(ctx, a, axis)
-    u, per_exp_error = _softmax_units(ctx)
-    with np.errstate(over="ignore", invalid="ignore"):
-        per_exp = np.exp(spread * u * (1 + 2**-40)) * (1 + per_exp_error)
-        factor = per_exp * per_exp * (1 + ctx.sums.factor(int(n), u)) * (1 + u) * (1 + 2**-40)
-        tiny = 4 * (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
-        lo = down(exact.lo / factor - tiny)
-        hi = up(exact.hi * factor + tiny)
-        nan = np.isnan(lo) | np.isnan(hi) | np.isneginf(exact.lo) | _row_may_be_nan(a, axis)
+    e_lo, e_hi, total_hi, total_lo = _shifted_exponentials(a, axis)
+    n = a.shape[axis] if a.shape else 1
+    u, kappa = _softmax_units(ctx)
+    absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        low = e_lo / (e_lo + (total_hi - e_hi) * (1 + 2**-40))
+        high = e_hi / (e_hi + np.maximum(total_lo - e_lo, 0.0) * (1 - 2**-40))
+        factor = (1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u)) * (1 + u) * (1 + 2**-40)
+        lo = down((low * (1 - kappa) - absolute) / factor)
+        hi = up(np.minimum(high, 1.0) * (1 + kappa) * factor + absolute * factor)
+        nan = np.isnan(lo) | np.isnan(hi) | _row_may_be_nan(a, axis)
         lo = np.where(nan, -np.inf, np.maximum(lo, 0.0))
         hi = np.where(nan, np.inf, hi)
+    if ctx.call.packet == "aten._safe_softmax":  # rows of -inf only give 0, not NaN
+        empty = np.all(np.isneginf(a.hi), axis=axis, keepdims=True)
+        lo, hi = np.where(empty, 0.0, lo), np.where(empty, 0.0, hi)
     return Interval(lo, hi).to_format(ctx.fmt)
 
 
 @_rule("aten._log_softmax", "aten.log_softmax")
 def _log_softmax(ctx: RuleContext) -> Interval:
-    """(x_i - m) - log(sum exp(x_j - m)): exact range by monotonicity, then the absolute
-    rounding allowance u R + log(F) + k_log ulp(log s) + u |result| (see _softmax for F)."""
+    """(x_i - m) - log(S): exact range by monotonicity, then the rounding: the difference
+    x_i - m errs by u |x_i - m| (evaluated at each end: the computed value is monotone in x_i),
+    log S by log F (see _softmax) plus log's ULP error, the final subtraction by u |result|."""
     x = ctx.args[0]
     axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
     c = ctx.compute
     a = ctx.operand(x, c)
+    e_lo, e_hi, total_hi, total_lo = _shifted_exponentials(a, axis)
     top = np.max(a.hi, axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
-    u, per_exp_error = _softmax_units(ctx)
+    # m lies between the row's largest lower end and top
+    lowest_max = np.max(a.lo, axis=axis, keepdims=True)
+    shift_gap = np.where(np.isfinite(lowest_max), top - lowest_max, 0.0)
+    n = a.shape[axis] if a.shape else 1
+    u, kappa = _softmax_units(ctx)
+    absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
-        e_lo = np.exp(a.lo - top)
-        e_hi = np.exp(a.hi - top)
-        total_hi = np.sum(e_hi, axis=axis, keepdims=True)
-        total_lo = np.sum(e_lo, axis=axis, keepdims=True)
         low = (a.lo - top) - np.log(e_lo + (total_hi - e_hi))
         high = (a.hi - top) - np.log(e_hi + np.maximum(total_lo - e_lo, 0.0))
-        spread = np.max(a.hi, axis=axis, keepdims=True) - np.min(a.lo, axis=axis, keepdims=True)
-        n = a.shape[axis] if a.shape else 1
-        per_exp = np.exp(spread * u * (1 + 2**-40)) * (1 + per_exp_error)
-        log_f = np.log(per_exp * (1 + ctx.sums.factor(n, u)) * (1 + u)) * (1 + 2**-40)
+        log_f = np.log((1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u))) * (1 + 2**-40)
         log_s = np.maximum(np.abs(np.log(total_hi)), np.abs(np.log(np.maximum(total_lo, 1e-300))))
-        magnitude = np.maximum(np.abs(low), np.abs(high))
-        allowance = (
-            u * spread
-            + log_f
+        common = (
+            log_f
             + (ew.ULP_ERRORS["log"] * c.eps + 2 * u) * log_s
             + ew.ULP_ERRORS["log"] * c.smallest_subnormal
-            + u * magnitude
-            + 2**-48 * (magnitude + spread + log_s)
         )
-        lo = down(low - allowance)
-        hi = up(high + allowance)
+        low_allowance = (
+            u * (np.abs(a.lo - top) + shift_gap)
+            + common
+            + u * np.abs(low)
+            + 2**-48 * (np.abs(low) + log_s)
+        )
+        high_allowance = (
+            u * (np.abs(a.hi - top) + shift_gap)
+            + common
+            + u * np.abs(high)
+            + 2**-48 * (np.abs(high) + log_s)
+        )
+        lo = down(low - low_allowance)
+        hi = up(high + high_allowance)
         nan = np.isnan(lo) | np.isnan(hi) | _row_may_be_nan(a, axis)
     return Interval(np.where(nan, -np.inf, lo), np.where(nan, np.inf, hi)).to_format(ctx.fmt)
 

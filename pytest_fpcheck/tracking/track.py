@@ -23,7 +23,7 @@ import torch
 
 from ..adapters import is_torch_tensor
 from ..adapters.torch import dtype_format, internal, tensor_to_float64
-from ..errors import InvalidArgument, UnsupportedOperation
+from ..errors import InvalidArgument, StaleBoundsError, UnsupportedOperation
 from ..formats import FORMATS
 from ..interval.bounds import Bounds, Provenance
 from ..interval.core import Interval
@@ -120,7 +120,8 @@ class Tracker(Interposer):
                 return substitute(*call.args, **call.kwargs)
         inputs = _tensors(call.args) + _tensors(call.kwargs)
         mutable = call.func._schema.is_mutable
-        records = [(t, STORE.record_of(t)) for t in inputs]
+        stale_notes: list[str] = []
+        records = [(t, _current_record(t, call, stale_notes)) for t in inputs]
         snapshot: dict[int, Interval] = {}
         if mutable:
             for t, record in records:
@@ -140,6 +141,7 @@ class Tracker(Interposer):
                 return out  # a factory or an integer operation on exact inputs
             raise UnsupportedOperation(call.name, where=call.location or None)
         ctx = RuleContext(call, out, self.sums, snapshot)
+        ctx.notes.extend(stale_notes)
         result = rule(ctx)
         if any(r is not None and r.unbounded for _, r in records) or any(
             _unbounded(i) for i in snapshot.values()
@@ -217,6 +219,21 @@ SUBSTITUTES: dict[str, Callable[..., Any]] = {
 }
 
 
+def _current_record(t: torch.Tensor, call: OpCall, notes: list[str]) -> Record | None:
+    """The record of an operand. One modified outside tracking since its bounds were recorded
+    is an input again: its record is dropped, its current value taken as exact, and the
+    operation's bounds carry a note saying so (``bounds_of`` on it still raises)."""
+    try:
+        return STORE.record_of(t)
+    except StaleBoundsError:
+        STORE.forget(t)
+        notes.append(
+            f"{call.site}: an operand of shape {tuple(t.shape)} was modified outside tracking "
+            "after its bounds were recorded; its current value was taken as exact"
+        )
+        return None
+
+
 def _unbounded(interval: Interval) -> bool:
     return not interval.is_point and bool(
         (np.isneginf(interval.lo) & np.isposinf(interval.hi)).any()
@@ -276,7 +293,7 @@ def _interval_radius(interval: Interval) -> float:
     if interval.is_point or interval.lo.size == 0:
         return 0.0
     with np.errstate(invalid="ignore", over="ignore"):
-        width = np.max(interval.hi - interval.lo)
+        width = np.max(np.where(interval.lo == interval.hi, 0.0, interval.hi - interval.lo))
     return float(width) / 2 if np.isfinite(width) else float("inf")
 
 
@@ -284,7 +301,7 @@ def _max_radius(record: Record) -> float:
     if record.hi is record.lo or record.lo.size == 0:
         return 0.0
     with np.errstate(invalid="ignore", over="ignore"):
-        width = np.max(record.hi - record.lo)
+        width = np.max(np.where(record.lo == record.hi, 0.0, record.hi - record.lo))
     return float(width) / 2 if np.isfinite(width) else float("inf")
 
 
