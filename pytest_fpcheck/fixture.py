@@ -31,6 +31,26 @@ class FPCheckFixture:
         self.test_id = test_id
         self.seed = seed_for_test(settings.seed, test_id)
 
+    def _dual_delta_defaults(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "oracle": self.settings.oracle,
+            "n": self.settings.dual_delta_n,
+            "alpha": self.settings.alpha,
+            "seed": self.seed,
+            **kwargs,
+        }
+
+    def dual_delta(self, custom: Any, reference: Any, **kwargs: Any) -> Any:
+        """``fp.dual_delta`` with the run's oracle, n and alpha and this test's seed as defaults."""
+        return pytest_fpcheck.dual_delta(custom, reference, **self._dual_delta_defaults(kwargs))
+
+    def assert_dual_delta(self, custom: Any, reference: Any, **kwargs: Any) -> Any:
+        """``fp.assert_dual_delta`` with the same defaults as :meth:`dual_delta`."""
+        __tracebackhide__ = True
+        return pytest_fpcheck.assert_dual_delta(
+            custom, reference, **self._dual_delta_defaults(kwargs)
+        )
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in pytest_fpcheck.__all__:
             raise AttributeError(f"the fpcheck fixture has no attribute {name!r}")

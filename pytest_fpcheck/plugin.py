@@ -131,8 +131,26 @@ def _fpcheck_dual_delta_case(request: pytest.FixtureRequest) -> Any:
         **keywords,
     )
     request.node.stash[DUAL_DELTA_KEY] = result
-    _report(request.config).add_dual_delta(request.node.nodeid, result.to_dict())
+    record = result.to_dict()
+    report_path = request.config.stash.get(REPORT_PATH_KEY, None)
+    if report_path is not None:
+        record["plot"] = _plot_beside(report_path, request.node.nodeid, result)
+    _report(request.config).add_dual_delta(request.node.nodeid, record)
     return result
+
+
+def _plot_beside(report_path: Path, test_id: str, result: Any) -> str | None:
+    """Draw a dual-delta result's figure next to the report; None without matplotlib."""
+    import importlib.util
+    import re
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return None
+    folder = report_path.parent / f"{report_path.stem}-plots"
+    folder.mkdir(exist_ok=True)
+    path = folder / (re.sub(r"[^A-Za-z0-9_.-]+", "_", test_id).strip("_") + ".png")
+    result.plot(path)
+    return str(path)
 
 
 @pytest.fixture

@@ -344,7 +344,8 @@ def test_dual_delta_marker_expands_params_and_fails_worse_implementations(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_dd=DUAL_DELTA_TESTS)
-    result = pytester.runpytest("-v", "--fpcheck-oracle=fp64")
+    report = pytester.path / "run.json"
+    result = pytester.runpytest("-v", "--fpcheck-oracle=fp64", f"--fpcheck-report={report}")
     output = result.stdout.str()
     assert "test_dd.py::test_params[custom=exact_sum] PASSED" in output
     assert "test_dd.py::test_params[custom=float16_sum] FAILED" in output
@@ -352,6 +353,38 @@ def test_dual_delta_marker_expands_params_and_fails_worse_implementations(
     assert outcomes["failed"] == 2  # the naive loop and the float16 sum are both less accurate
     assert outcomes["passed"] == 1
     result.stdout.fnmatch_lines(["*DualDeltaFailure*", "*= fpcheck: dual-delta comparisons =*"])
+    import json
+
+    entries = json.loads(report.read_text())["dual_delta"]
+    assert len(entries) == 3
+    assert {e["accuracy"] for e in entries} == {"equivalent", "custom_less_accurate"}
+    for entry in entries:
+        assert entry["plot"].endswith(".png")
+        assert (pytester.path / entry["plot"]).exists() or __import__("os").path.exists(
+            entry["plot"]
+        )
+
+
+def test_fpcheck_fixture_binds_dual_delta_to_the_run_settings(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import numpy as np
+
+        def test_bound(fpcheck):
+            result = fpcheck.dual_delta(
+                lambda x: np.float32(x.sum()), lambda x: np.float32(x.sum()),
+                inputs=lambda rng: (rng.standard_normal(8).astype(np.float32),),
+                oracle=lambda x: x.astype(np.float64).sum(),
+            )
+            assert result.n == 40
+            assert result.alpha == 0.05
+            assert result.seed == fpcheck.seed
+            assert result.accuracy == "equivalent"
+        """
+    )
+    pytester.runpytest_subprocess(
+        "--fpcheck-dual-delta-n=40", "--fpcheck-alpha=0.05"
+    ).assert_outcomes(passed=1)
 
 
 def test_dual_delta_marker_errors(pytester: pytest.Pytester) -> None:
