@@ -238,6 +238,7 @@ def library_function(
     *,
     increasing: bool = True,
     absolute: tuple[float, float] = (0.0, 0.0),
+    relative: float = 0.0,
 ) -> Interval:
     """A monotone library function evaluated in ``compute`` with at most ``ulps`` ULPs of
     error, then rounded to ``fmt``.
@@ -246,7 +247,8 @@ def library_function(
     float64 evaluation widened by 2**-49 relative; the library's result is within
     ulps * (2**(1-p) * M + tiny) of the exact one, M = the range's largest magnitude, tiny the
     smallest subnormal of ``compute``, plus ``absolute`` = (a, b) as a eps + b smallest normal of
-    ``compute``; the stored result is that rounded to ``fmt``.
+    ``compute``, plus ``relative`` M (for intermediates rounded to a narrower format); the
+    stored result is that rounded to ``fmt``.
     """
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
         f_lo, f_hi = function(a.lo), (function(a.hi) if not a.is_point else None)
@@ -256,7 +258,7 @@ def library_function(
             f_lo, f_hi = f_hi, f_lo
         magnitude = np.maximum(np.abs(f_lo), np.abs(f_hi))
         allowance = (
-            (_F64_SLACK + ulps * compute.eps) * magnitude
+            (_F64_SLACK + ulps * compute.eps + relative) * magnitude
             + ulps * compute.smallest_subnormal
             + absolute[0] * compute.eps
             + absolute[1] * compute.smallest_normal

@@ -9,25 +9,27 @@ is how a result stored in ``fmt`` is enclosed: any faithful rounding (nearest, d
 truncation, and a double rounding through a finer format) of a value in ``[lo, hi]`` lies in
 ``[down_to(lo), up_to(hi)]``.
 
-Speed matters here (every tracked operation calls these on whole tensors), so stepping is done
-with arithmetic rather than ``nextafter``: for a normal number x of precision p,
-``x + max(|x| * 0.6 * 2**(1-p), tiny)`` rounds to exactly the next number up, because the step
-lies strictly between half a unit and one and a half units in the last place on either side of
-x (below a power of two the spacing halves, and 0.6 * 2 = 1.2 units of it is still in range);
-near the bottom of the normal range, where the step itself would underflow and be rounded,
-``nextafter`` takes over. Casting to float32 or float16 is
-correct rounding to nearest; one step from the wrong side of x then gives the directed result.
-
-A NaN endpoint becomes the infinity of its direction rather than poisoning the interval.
+Both are exact and run as one compiled pass (Numba, a core dependency; compiled on first use
+and cached): the step is nextafter computed from the exponent (half a unit below a negative
+power of two), and directed rounding scales by the format's quantum 2**(E - p + 1),
+E = max(floor(log2 |x|), emin), takes floor or ceil, and scales back, exactly as
+:func:`pytest_fpcheck.formats.round_to` does. Past the largest finite number the outward
+direction gives an infinity (also for float8_e4m3fn, which has none: an enclosure wants the
+infinity there) and the inward one the largest finite number. A NaN endpoint becomes the
+infinity of its direction rather than poisoning the interval; an infinite endpoint steps to the
+largest finite number toward the interior, as nextafter does, because it may stand for a finite
+value that overflowed.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 
-from ..formats import Format, round_to
+from ..formats import Format
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -36,88 +38,109 @@ if TYPE_CHECKING:
 
 __all__ = ["down", "down_to", "up", "up_to"]
 
-_STEP = {"float64": 0.6 * 2.0**-52, "float32": 0.6 * 2.0**-23, "float16": 0.6 * 2.0**-10}
-_TINY = {"float64": 5e-324, "float32": 2.0**-149, "float16": 2.0**-24}
-# below these the step is itself subnormal and rounded: such elements use nextafter
-_SMALL_STEP = {
-    "float64": 2.0**-1020,
-    "float32": 2.0**-124,
-    "float16": 0.0,
-}  # float16 steps run in float32
+_BIG64 = float(np.finfo(np.float64).max)
 
 
-def _step(x: Array, direction: int) -> Array:
-    """One float64 step in ``direction`` (+1 up, -1 down), exact for normal numbers."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        step = np.maximum(np.abs(x) * _STEP["float64"], _TINY["float64"])
-        result: Array = x + step if direction > 0 else x - step
-        small = step < _SMALL_STEP["float64"]  # the step itself lost bits to underflow
-        if small.any():
-            result = np.where(small, np.nextafter(x, np.inf * direction), result)
-        if not np.isfinite(result).all():
-            infinity = np.inf * direction
-            result = np.where(np.isnan(x), infinity, result)
-            # an infinite endpoint may stand for an overflowed finite value: as nextafter does,
-            # step from it to the largest finite number (toward the interior), else keep it
-            result = np.where(np.isinf(x), np.nextafter(x, infinity), result)
+@numba.njit(cache=True, inline="always")
+def _step_one(x: float, direction: float) -> float:  # pragma: no cover - compiled
+    if x != x:
+        return math.inf * direction
+    if math.isinf(x):
+        if x * direction > 0:
+            return x
+        return -_BIG64 * direction
+    if x == 0.0:
+        return 5e-324 * direction
+    mantissa, exponent = math.frexp(abs(x))
+    e = max(exponent - 1, -1022)
+    unit = math.ldexp(1.0, e - 52)
+    toward_zero = (x > 0) != (direction > 0)
+    if toward_zero and mantissa == 0.5 and e > -1022:
+        unit = unit * 0.5  # below a power of two the spacing halves
+    return x + unit * direction
+
+
+@numba.njit(cache=True)
+def _step_all(x: np.ndarray, direction: float) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = _step_one(x[i], direction)
+    return out
+
+
+@numba.njit(cache=True, inline="always")
+def _round_one(
+    x: float, precision: int, emin: int, big: float, has_inf: bool, up: bool
+) -> float:  # pragma: no cover - compiled
+    if x != x:
+        return math.inf if up else -math.inf
+    if math.isinf(x):
+        if has_inf or (x > 0) == up:
+            return x
+        return big if x > 0 else -big  # a format without infinities may saturate (torch does)
+    if x == 0.0:
+        return x
+    _, exponent = math.frexp(abs(x))
+    e = max(exponent - 1, emin)
+    quantum = math.ldexp(1.0, e - precision + 1)
+    scaled = x / quantum
+    y = (math.ceil(scaled) if up else math.floor(scaled)) * quantum
+    if y > big:
+        return math.inf if up else big
+    if y < -big:
+        return -big if up else -math.inf
+    return y
+
+
+@numba.njit(cache=True)
+def _round_all(
+    x: np.ndarray, precision: int, emin: int, big: float, has_inf: bool, up: bool
+) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = _round_one(x[i], precision, emin, big, has_inf, up)
+    return out
+
+
+def _flat(x: Array) -> tuple[np.ndarray, tuple[int, ...]]:
+    array = np.asarray(x, dtype=np.float64, order="C")  # keeps 0-d shapes, unlike ascontiguousarray
+    return array.reshape(-1), array.shape
+
+
+def _step(x: Array, direction: float) -> Array:
+    flat, shape = _flat(x)
+    result: Array = _step_all(flat, direction).reshape(shape)
     return result
 
 
 def down(x: Array) -> Array:
     """One float64 step toward -inf (a NaN becomes -inf): encloses an exact value from below
     when ``x`` was correctly rounded."""
-    return _step(np.asarray(x, dtype=np.float64), -1)
+    return _step(x, -1.0)
 
 
 def up(x: Array) -> Array:
     """One float64 step toward +inf (a NaN becomes +inf)."""
-    return _step(np.asarray(x, dtype=np.float64), +1)
+    return _step(x, 1.0)
+
+
+def _directed(x: Array, fmt: Format, upward: bool) -> Array:
+    flat, shape = _flat(x)
+    if fmt.name == "float64":
+        infinity = math.inf if upward else -math.inf
+        result: Array = np.where(np.isnan(flat), infinity, flat).reshape(shape)
+        return result
+    rounded: Array = _round_all(flat, fmt.precision, fmt.emin, fmt.max_finite, fmt.has_inf, upward)
+    return rounded.reshape(shape)
 
 
 def down_to(x: Array, fmt: Format) -> Array:
     """The largest ``fmt`` number <= ``x`` (-inf past the most negative finite one; a NaN
     becomes -inf)."""
-    return _directed(x, fmt, -1)
+    return _directed(x, fmt, False)
 
 
 def up_to(x: Array, fmt: Format) -> Array:
     """The smallest ``fmt`` number >= ``x`` (+inf past the largest finite one; a NaN becomes
     +inf)."""
-    return _directed(x, fmt, +1)
-
-
-def _directed(x: Array, fmt: Format, direction: int) -> Array:
-    infinity = np.inf * direction
-    if fmt.name == "float64":
-        if np.isnan(x).any():
-            return np.where(np.isnan(x), infinity, x)
-        return x
-    if fmt.name not in ("float32", "float16"):
-        mode = "up" if direction > 0 else "down"
-        rounded = round_to(x, fmt, mode)
-        # formats without infinities overflow to NaN; an enclosure wants the infinity there
-        result: Array = np.where(np.isnan(rounded), infinity, rounded)
-        return result
-    native: Any = np.float32  # float16 steps are computed in float32, then cast (exactly)
-    with np.errstate(over="ignore", invalid="ignore"):
-        nearest = x.astype(np.float16 if fmt.name == "float16" else np.float32)
-        wide = nearest.astype(np.float32)
-        back = nearest.astype(np.float64)
-        wrong = back < x if direction > 0 else back > x
-        if wrong.any():
-            step = np.maximum(np.abs(wide) * native(_STEP[fmt.name]), native(_TINY[fmt.name]))
-            moved = wide + step if direction > 0 else wide - step
-            small = step < native(_SMALL_STEP[fmt.name])
-            if small.any():
-                exact = np.nextafter(nearest, nearest.dtype.type(np.inf * direction))
-                moved = np.where(small, exact.astype(np.float32), moved)
-            # from a wrong-side infinity (an overflowed cast) the step lands on the largest
-            # finite number of the same sign
-            moved = np.where(np.isinf(wide), native(-fmt.max_finite * direction), moved)
-            stepped = np.where(wrong, moved.astype(nearest.dtype), nearest)
-        else:
-            stepped = nearest
-        out: Array = stepped.astype(np.float64)
-        if np.isnan(out).any():
-            out = np.where(np.isnan(out), infinity, out)
-    return out
+    return _directed(x, fmt, True)

@@ -1,0 +1,300 @@
+"""Where NaN, Inf and subnormals appear: the non-finite watch (GPU-FPX, Li et al., "Array
+Programming on GPUs: Challenges and Opportunities", sections 1-4), PyTorch operations.
+
+GPU-FPX instruments every floating-point instruction, checks its destination register for NaN,
+INF, subnormal and division by zero, reports each instruction once with counts (section 4.2), and
+its analyzer tells an *appearance* (finite operands, exceptional result, section 3.2) from a
+value that was only carried along (the incoming NaN of section 3.1). ``fp.watch_nonfinite()``
+does the same one level up: every ATen operation run on this thread inside the block is an
+instruction, its user source line and ``nn.Module`` path the location.
+
+The rules:
+
+* an operation is watched when it returns a floating tensor; views (they compute nothing) and
+  ``empty``-like factories (their contents are not values) are passed through;
+* ``nan`` / ``inf``: the output holds such values; it *appeared* there when every floating input
+  tensor was finite (Python scalars are constants written into the program, so
+  ``x.fill_(nan)`` is where that NaN appears);
+* ``subnormal``: ``0 < |x| < tiny`` of the output's format; it appeared when every floating
+  input was finite and none subnormal;
+* ``div0``: a division (``div``, ``reciprocal``, ``rsqrt``) whose divisor is zero where the
+  dividend is finite (``0/0`` counts too); it always appears at the division;
+* events are kept per (site, kind, dtype) with counts, so a loop reports a site once;
+* the flow of a value: each exceptional output's storage remembers the appearances whose values
+  it holds; an operation reading it adds them to its events' ``origins``.
+
+Checks run with Python dispatch disabled and take the cheap path first: one
+``isfinite(out).all()`` (and, when watched, one subnormal test) per output; inputs are examined
+only when the output is exceptional, or before an in-place operation overwrites them.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+import torch
+
+from ..adapters.torch import internal
+from ..errors import InvalidArgument
+from ..tracking.interpose import Interposer, OpCall
+from ._nonfinite_events import KINDS, Event, EventKey, flow_text, report_text
+
+__all__ = ["KINDS", "Event", "Watch", "watch_nonfinite"]
+
+_QUOTIENTS = frozenset({"aten.div", "aten.div_"})
+_RECIPROCALS = frozenset({"aten.reciprocal", "aten.reciprocal_", "aten.rsqrt", "aten.rsqrt_"})
+_DIVISIONS = _QUOTIENTS | _RECIPROCALS
+_UNINITIALISED = frozenset(
+    {"aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty"}
+)
+_MIN_EXPONENT: dict[torch.dtype, int] = {}
+
+
+def _floating(value: Any) -> list[torch.Tensor]:
+    """The real floating tensors in an argument or result (nested in lists, tuples, dicts)."""
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _floating(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _floating(item)]
+    return []
+
+
+def _min_exponent(dtype: torch.dtype) -> int:
+    """``frexp``'s exponent of the format's smallest normal number: subnormals have less."""
+    if dtype not in _MIN_EXPONENT:
+        tiny = torch.tensor(torch.finfo(dtype).tiny, dtype=dtype)
+        _MIN_EXPONENT[dtype] = int(torch.frexp(tiny).exponent)
+    return _MIN_EXPONENT[dtype]
+
+
+def _scan(t: torch.Tensor) -> tuple[bool, bool]:
+    """(holds a NaN or Inf, holds a subnormal), exactly, for a floating tensor.
+
+    The cheap path is one ``aminmax`` of ``|t|``: a NaN propagates to both ends and an infinity
+    is the maximum; a minimum at or above ``tiny`` rules subnormals out, one in ``(0, tiny)`` is
+    one. Only a minimum of zero or NaN needs ``frexp``, which gives zero, NaN and Inf the
+    exponent 0 and subnormals one below the normals'."""
+    if not t.numel():
+        return False, False
+    low, high = (float(end) for end in torch.aminmax(t.abs()))
+    nonfinite = not math.isfinite(high)
+    if low == 0 or math.isnan(low):
+        subnormal = int(torch.frexp(t).exponent.amin()) < _min_exponent(t.dtype)
+    else:
+        subnormal = low < torch.finfo(t.dtype).tiny
+    return nonfinite, subnormal
+
+
+def _counts(t: torch.Tensor, kinds: frozenset[str]) -> dict[str, int]:
+    """How many NaN, Inf and subnormal values ``t`` holds (watched kinds only, zeros left out).
+
+    :func:`_scan` runs first; elements are counted only when it finds something."""
+    found: dict[str, int] = {}
+    nonfinite, subnormal = _scan(t)
+    if nonfinite:
+        if "nan" in kinds:
+            found["nan"] = int(torch.isnan(t).sum())
+        if "inf" in kinds:
+            found["inf"] = int(torch.isinf(t).sum())
+    if subnormal and "subnormal" in kinds:
+        magnitude = t.abs()
+        found["subnormal"] = int(((magnitude < torch.finfo(t.dtype).tiny) & (magnitude > 0)).sum())
+    return {kind: n for kind, n in found.items() if n}
+
+
+class _InputState:
+    """Whether any floating input holds a non-finite or a subnormal value."""
+
+    def __init__(self, tensors: list[torch.Tensor]) -> None:
+        scans = [_scan(t) for t in tensors]
+        self.nonfinite = any(nonfinite for nonfinite, _ in scans)
+        self.subnormal = any(subnormal for _, subnormal in scans)
+
+    def appeared(self, kind: str) -> bool:
+        """The appearance rule of the module docstring for ``kind``."""
+        if kind == "subnormal":
+            return not (self.nonfinite or self.subnormal)
+        return not self.nonfinite
+
+
+def _division_by_zero(call: OpCall) -> int:
+    """How many output elements divide a finite dividend by zero (0/0 included; 0 when none).
+
+    ``reciprocal`` and ``rsqrt`` divide 1; a Python number in either place is broadcast."""
+    if call.packet in _RECIPROCALS:
+        dividend: Any = 1.0
+        divisor = call.args[0]
+    else:
+        dividend, divisor = call.args[0], call.args[1]
+    if isinstance(divisor, torch.Tensor):
+        zero = divisor == 0
+        if not bool(zero.any()):
+            return 0
+    elif divisor != 0:
+        return 0
+    else:
+        zero = torch.tensor(True)
+    if isinstance(dividend, torch.Tensor):
+        zero = zero & torch.isfinite(dividend)
+    elif not math.isfinite(dividend):
+        return 0
+    return int(zero.sum())
+
+
+def _storage_key(t: torch.Tensor) -> int | None:
+    storage = t.untyped_storage()
+    return storage.data_ptr() if storage.nbytes() else None
+
+
+def _covers_storage(t: torch.Tensor) -> bool:
+    return t.numel() * t.element_size() == t.untyped_storage().nbytes()
+
+
+class Watch(Interposer):
+    """The dispatch mode behind :func:`watch_nonfinite`.
+
+    ``events`` lists the :class:`Event` records in the order first seen; ``operations`` counts the
+    floating operations watched.
+    """
+
+    def __init__(self, kinds: Iterable[str] = KINDS) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # TorchDispatchMode is untyped
+        if isinstance(kinds, (str, bytes)) or not isinstance(kinds, Iterable):
+            raise InvalidArgument(
+                "kinds",
+                kinds,
+                f"a collection of kind names from {KINDS!r}",
+                hint=f"Pass a tuple, e.g. kinds=({kinds!r},).",
+            )
+        chosen = tuple(kinds)
+        unknown = [k for k in chosen if k not in KINDS]
+        if unknown or not chosen:
+            raise InvalidArgument(
+                "kinds", kinds, f"a non-empty collection of kind names from {KINDS!r}"
+            )
+        self.kinds = tuple(k for k in KINDS if k in chosen)
+        self._watched = frozenset(self.kinds)
+        self._events: dict[EventKey, Event] = {}
+        self._carried: dict[int, frozenset[EventKey]] = {}
+        self.operations = 0
+
+    @property
+    def events(self) -> list[Event]:
+        """Every event, in the order first seen."""
+        return list(self._events.values())
+
+    def appearances(self) -> list[Event]:
+        """The events whose values appeared at their site, first appearance first."""
+        return [e for e in self._events.values() if e.appeared]
+
+    def flow(self, event: Event) -> list[Event]:
+        """``event``, then every later event whose inputs carried values that appeared there."""
+        return [event] + [e for e in self._events.values() if event.key in e.origins]
+
+    def report_text(self) -> str:
+        """The report (see :func:`report_text` in ``_nonfinite_events``) as a string."""
+        return report_text(self._events.values(), self.kinds, self.operations)
+
+    def report(self, file: TextIO | None = None) -> None:
+        """Print the report to ``file`` (standard output by default)."""
+        print(self.report_text(), file=file or sys.stdout)
+
+    def flow_text(self, event: Event) -> str:
+        """The flow of ``event`` (see :meth:`flow`) with the source line of each step."""
+        if event.key not in self._events or self._events[event.key] is not event:
+            raise InvalidArgument("event", event, "an Event from this watch's events")
+        return flow_text(self.flow(event))
+
+    def __enter__(self) -> Watch:
+        super().__enter__()
+        return self
+
+    def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
+        func = call.func
+        if func.is_view or call.packet in _UNINITIALISED:
+            return run()
+        inputs = _floating(call.args) + _floating(call.kwargs)
+        with internal(), torch.no_grad():
+            before = _InputState(inputs) if func._schema.is_mutable else None
+            div0 = 0
+            if "div0" in self._watched and call.packet in _DIVISIONS:
+                div0 = _division_by_zero(call)
+        result = run()
+        outputs = _floating(result)
+        if not outputs:
+            return result
+        self.operations += 1
+        with internal(), torch.no_grad():
+            self._classify(call, inputs, outputs, before, div0)
+        return result
+
+    def _classify(
+        self,
+        call: OpCall,
+        inputs: list[torch.Tensor],
+        outputs: list[torch.Tensor],
+        before: _InputState | None,
+        div0: int,
+    ) -> None:
+        state = before
+        origins: frozenset[EventKey] | None = None
+        for position, out in enumerate(outputs):
+            found = _counts(out, self._watched)
+            if position == 0 and div0:
+                found["div0"] = div0
+            key = _storage_key(out)
+            if not found:
+                if key is not None and _covers_storage(out):
+                    self._carried.pop(key, None)
+                continue
+            if state is None:
+                state = _InputState(inputs)
+            if origins is None:
+                origins = self._origins(inputs, state)
+            carried = set(origins)
+            for kind, count in found.items():
+                event = self._record(call, out.dtype, kind, count)
+                if kind == "div0" or state.appeared(kind):
+                    event.appeared = True
+                    carried.add(event.key)
+                else:
+                    event.origins |= origins
+            if key is not None:
+                if not _covers_storage(out):  # a partial write keeps what the rest carried
+                    carried |= self._carried.get(key, frozenset())
+                self._carried[key] = frozenset(carried)
+
+    def _origins(self, inputs: list[torch.Tensor], state: _InputState) -> frozenset[EventKey]:
+        if not (state.nonfinite or state.subnormal):
+            return frozenset()
+        keys = (_storage_key(t) for t in inputs)
+        return frozenset().union(*(self._carried.get(k, frozenset()) for k in keys if k))
+
+    def _record(self, call: OpCall, dtype: torch.dtype, kind: str, count: int) -> Event:
+        dtype_name = str(dtype).removeprefix("torch.")
+        key: EventKey = (call.packet, call.module_path, call.source, dtype_name, kind)
+        event = self._events.get(key)
+        if event is None:
+            event = Event(
+                call.packet,
+                call.module_path,
+                call.source,
+                dtype_name,
+                kind,
+                order=len(self._events),
+            )
+            self._events[key] = event
+        event.count += count
+        event.calls += 1
+        return event
+
+
+def watch_nonfinite(*, kinds: Iterable[str] = KINDS) -> Watch:
+    """A context manager recording where NaN, Inf, subnormal values and divisions by zero
+    appear in the PyTorch operations run inside it on this thread (see the module docstring)."""
+    return Watch(kinds)
