@@ -62,9 +62,19 @@ def _step_one(x: float, direction: float) -> float:  # pragma: no cover - compil
 
 @numba.njit(cache=True)
 def _step_all(x: np.ndarray, direction: float) -> np.ndarray:  # pragma: no cover - compiled
+    # float64 bit patterns are sign-magnitude: one step away from zero adds 1 to the pattern,
+    # toward zero subtracts 1 (across binades and into the subnormals alike)
     out = np.empty_like(x)
+    bits = x.view(np.int64)
+    out_bits = out.view(np.int64)
     for i in range(x.size):
-        out[i] = _step_one(x[i], direction)
+        v = x[i]
+        if v != v or math.isinf(v) or v == 0.0:
+            out[i] = _step_one(v, direction)
+        elif (v > 0) == (direction > 0):
+            out_bits[i] = bits[i] + 1
+        else:
+            out_bits[i] = bits[i] - 1
     return out
 
 
@@ -96,9 +106,33 @@ def _round_one(
 def _round_all(
     x: np.ndarray, precision: int, emin: int, big: float, has_inf: bool, up: bool
 ) -> np.ndarray:  # pragma: no cover - compiled
+    # In the target's normal range, rounding to p significant bits keeps the top p - 1 fraction
+    # bits of the float64 pattern: truncation rounds the magnitude down, and adding one unit of
+    # the kept part rounds it up (a carry moves into the exponent, as it should).
     out = np.empty_like(x)
+    bits = x.view(np.int64)
+    out_bits = out.view(np.int64)
+    drop = 53 - precision
+    low = (np.int64(1) << drop) - 1
+    unit = np.int64(1) << drop
+    smallest_normal = math.ldexp(1.0, emin)
     for i in range(x.size):
-        out[i] = _round_one(x[i], precision, emin, big, has_inf, up)
+        v = x[i]
+        if v != v or math.isinf(v) or v == 0.0 or abs(v) < smallest_normal:
+            out[i] = _round_one(v, precision, emin, big, has_inf, up)
+            continue
+        b = bits[i]
+        if b & low == 0:
+            y = v
+        else:
+            kept = b & ~low
+            out_bits[i] = kept + unit if (v > 0) == up else kept
+            y = out[i]
+        if y > big:
+            y = math.inf if up else big
+        elif y < -big:
+            y = -big if up else -math.inf
+        out[i] = y
     return out
 
 
