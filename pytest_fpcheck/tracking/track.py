@@ -190,24 +190,28 @@ def _sdpa_math(
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ATen's math path of scaled dot-product attention, in tracked operations, with the
-    log-sum-exp of the scores that the fused CPU kernel also returns."""
+    log-sum-exp of the scores that the fused CPU kernel also returns (untracked)."""
     # decompose(): run the composite kernel, whose operations then reach the tracker one by one
     output, _ = torch.ops.aten._scaled_dot_product_attention_math.default.decompose(
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale
     )
+    # the log-sum-exp output only feeds autograd's backward pass, which tracking does not
+    # bound: it is computed outside tracking and carries no bounds
     factor = scale if scale is not None else query.shape[-1] ** -0.5
-    scores = (query.float() @ key.float().transpose(-2, -1)) * factor
-    if is_causal:
-        length, source = scores.shape[-2], scores.shape[-1]
-        keep = torch.ones(length, source, dtype=torch.bool, device=scores.device).tril()
-        scores = scores.masked_fill(~keep, float("-inf"))
-    if attn_mask is not None:
-        scores = (
-            scores.masked_fill(~attn_mask, float("-inf"))
-            if attn_mask.dtype == torch.bool
-            else scores + attn_mask
-        )
-    return output, scores.logsumexp(-1)
+    with internal(), torch.no_grad():
+        scores = (query.float() @ key.float().transpose(-2, -1)) * factor
+        if is_causal:
+            length, source = scores.shape[-2], scores.shape[-1]
+            keep = torch.ones(length, source, dtype=torch.bool, device=scores.device).tril()
+            scores = scores.masked_fill(~keep, float("-inf"))
+        if attn_mask is not None:
+            scores = (
+                scores.masked_fill(~attn_mask, float("-inf"))
+                if attn_mask.dtype == torch.bool
+                else scores + attn_mask
+            )
+        logsumexp = scores.logsumexp(-1)
+    return output, logsumexp
 
 
 #: Fused kernels that tracking replaces by a composition of operations it has rules for. The
