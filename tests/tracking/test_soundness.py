@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 
 import pytest_fpcheck as fp
 
-from .programs import Undefined, exact_to_float, programs, run_exact, run_torch
-
 torch = pytest.importorskip("torch")
+
+from .programs import Undefined, exact_to_float, programs, run_exact, run_torch  # noqa: E402
 
 
 def check_program(program) -> None:
