@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_fpcheck import formats as F
@@ -19,27 +19,14 @@ from pytest_fpcheck import strategies as fst
 from pytest_fpcheck.errors import InvalidArgument
 from pytest_fpcheck.strategies._corners import corner_list
 
+from .draws import draw_values
+
 ALL = list(F.FORMATS)
 
 
 def draws(strategy: st.SearchStrategy[Any], count: int = 60) -> list[Any]:
-    """Up to ``count`` values of ``strategy``, deterministically (a fixed derandomized run)."""
-    seen: list[Any] = []
-
-    @settings(
-        max_examples=count,
-        database=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(strategy)
-    def collect(value: Any) -> None:
-        seen.append(value)
-
-    collect()
-    return seen
+    """Deterministic draws (see tests/strategies/draws.py)."""
+    return draw_values(strategy, count)
 
 
 def as_float64(array: np.ndarray) -> np.ndarray:

@@ -9,12 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pytest_fpcheck import formats as F
 from pytest_fpcheck import strategies as fst
 from pytest_fpcheck.strategies._corners import corner_list
+
+from .draws import draw_values
 
 torch = pytest.importorskip("torch")
 
@@ -30,23 +31,8 @@ TORCH_DTYPES = {
 
 
 def draws(strategy: st.SearchStrategy[Any], count: int = 30) -> list[Any]:
-    """Up to ``count`` values of ``strategy``, deterministically (a fixed derandomized run)."""
-    seen: list[Any] = []
-
-    @settings(
-        max_examples=count,
-        database=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(strategy)
-    def collect(value: Any) -> None:
-        seen.append(value)
-
-    collect()
-    return seen
+    """Deterministic draws (see tests/strategies/draws.py)."""
+    return draw_values(strategy, count)
 
 
 @pytest.mark.parametrize("name", list(F.FORMATS))

@@ -10,35 +10,22 @@ from typing import Any, TypeAlias
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from pytest_fpcheck import formats as F
 from pytest_fpcheck import strategies as fst
 from pytest_fpcheck.errors import InvalidArgument
 
+from .draws import draw_values
+
 ALL = list(F.FORMATS)
 Tree: TypeAlias = "int | tuple[Tree, Tree]"
 
 
 def draws(strategy: st.SearchStrategy[Any], count: int) -> list[Any]:
-    """Up to ``count`` values of ``strategy``, deterministically (a fixed derandomized run)."""
-    seen: list[Any] = []
-
-    @settings(
-        max_examples=count,
-        database=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(strategy)
-    def collect(value: Any) -> None:
-        seen.append(value)
-
-    collect()
-    return seen
+    """Deterministic draws (see tests/strategies/draws.py)."""
+    return draw_values(strategy, count)
 
 
 def sequential(n: int) -> Tree:
