@@ -15,6 +15,8 @@ from .errors import (
     FPCheckError,
     InternalError,
     InvalidArgument,
+    NonFiniteAppeared,
+    NonFiniteWarning,
     RoundoffMismatch,
     StaleBoundsError,
     UnsupportedOperation,
@@ -32,6 +34,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "dual_delta": ("pytest_fpcheck.dualdelta.run", "dual_delta"),
     "assert_dual_delta": ("pytest_fpcheck.dualdelta.run", "assert_dual_delta"),
     "DualDeltaResult": ("pytest_fpcheck.dualdelta.result", "DualDeltaResult"),
+    "watch_nonfinite": ("pytest_fpcheck.diagnostics.nonfinite", "watch_nonfinite"),
+    "Watch": ("pytest_fpcheck.diagnostics.nonfinite", "Watch"),
     "order": ("pytest_fpcheck.diagnostics.order", None),
     "reveal_order": ("pytest_fpcheck.diagnostics.order", "reveal_order"),
     "assert_same_order": ("pytest_fpcheck.diagnostics.order", "assert_same_order"),
@@ -58,6 +62,8 @@ __all__ = [
     "Format",
     "InternalError",
     "InvalidArgument",
+    "NonFiniteAppeared",
+    "NonFiniteWarning",
     "NondeterministicOrder",
     "OrderMismatch",
     "OrderRevealError",
@@ -67,6 +73,7 @@ __all__ = [
     "Tracker",
     "UnsupportedOperation",
     "Verdict",
+    "Watch",
     "__version__",
     "assert_dual_delta",
     "assert_roundoff_close",
@@ -83,6 +90,7 @@ __all__ = [
     "roundoff_bounds",
     "strategies",
     "track",
+    "watch_nonfinite",
 ]
 
 if TYPE_CHECKING:
@@ -93,6 +101,8 @@ if TYPE_CHECKING:
     from .assertions.verdict import Verdict as Verdict
     from .assertions.verdict import classify as classify
     from .diagnostics import order as order
+    from .diagnostics.nonfinite import Watch as Watch
+    from .diagnostics.nonfinite import watch_nonfinite as watch_nonfinite
     from .diagnostics.order import NondeterministicOrder as NondeterministicOrder
     from .diagnostics.order import OrderMismatch as OrderMismatch
     from .diagnostics.order import OrderRevealError as OrderRevealError

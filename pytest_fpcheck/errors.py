@@ -20,6 +20,8 @@ __all__ = [
     "FPCheckError",
     "InternalError",
     "InvalidArgument",
+    "NonFiniteAppeared",
+    "NonFiniteWarning",
     "RoundoffMismatch",
     "StaleBoundsError",
     "UnsupportedOperation",
@@ -103,6 +105,16 @@ class DualDeltaFailure(FPCheckError, AssertionError):
     def __init__(self, message: str, result: Any = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class NonFiniteAppeared(FPCheckError, AssertionError):
+    """A NaN, infinity, subnormal or division by zero appeared in a test run with
+    ``fpcheck_nonfinite = fail`` (even if every assertion of the test passed)."""
+
+
+class NonFiniteWarning(UserWarning):
+    """A NaN, infinity, subnormal or division by zero appeared in a test run with
+    ``fpcheck_nonfinite = warn`` (the default under --fpcheck)."""
 
 
 class InternalError(FPCheckError):

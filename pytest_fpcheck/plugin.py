@@ -172,12 +172,18 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     from .assertions.record import collecting
 
     settings = item.config.stash[SETTINGS_KEY]
+    test_settings = settings_for(item)
+    watch = None
     with ExitStack() as stack:
         verdicts = stack.enter_context(collecting())
-        if settings_for(item).enabled and "torch" in sys.modules:  # nothing to track otherwise
+        if test_settings.enabled and "torch" in sys.modules:  # nothing to track otherwise
             from .tracking.track import track
 
             stack.enter_context(track())
+            if test_settings.nonfinite != "off":
+                from .diagnostics.nonfinite import watch_nonfinite
+
+                watch = stack.enter_context(watch_nonfinite())
         try:
             outcome = yield
         finally:
@@ -185,12 +191,46 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
                 report = _report(item.config)
                 for verdict in verdicts:
                     report.add_verdict(item.nodeid, verdict.to_dict())
+    if watch is not None:
+        _judge_appearances(item, watch, test_settings.nonfinite)
     result = item.stash.get(DUAL_DELTA_KEY, None)
     if result is not None and result.failed:
         from .errors import DualDeltaFailure
 
         raise DualDeltaFailure(result.failure_message(), result)
     return outcome
+
+
+def _judge_appearances(item: pytest.Item, watch: Any, mode: str) -> None:
+    """Record the test's non-finite appearances; warn about them, or fail the test."""
+    import fnmatch
+    import warnings
+
+    patterns = allowed_sites(item)
+    appeared = [
+        event
+        for event in watch.appearances()
+        if not any(fnmatch.fnmatch(f"{event.op} at {event.location}", p) for p in patterns)
+    ]
+    if not appeared:
+        return
+    report = _report(item.config)
+    for event in appeared:
+        report.add_appearance(item.nodeid, event.summary(), event.kind, event.source_line)
+    text = "non-finite values appeared in this test:\n" + "\n".join(
+        f"  {event.summary()}" for event in appeared
+    )
+    if mode == "fail":
+        from .errors import NonFiniteAppeared
+
+        raise NonFiniteAppeared(
+            text + "\n(allow expected sites with @pytest.mark.fpcheck(allow=[...]))"
+        )
+    from .errors import NonFiniteWarning
+
+    # attributed to the test's own definition, not to this hook
+    line = (item.location[1] or 0) + 1
+    warnings.warn_explicit(NonFiniteWarning(text), NonFiniteWarning, str(item.path), line)
 
 
 def _report(config: pytest.Config) -> RunReport:
@@ -211,6 +251,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if lines:
         terminalreporter.write_sep("=", "fpcheck: round-off verdicts")
         for line in lines:
+            terminalreporter.write_line(line)
+    appearances = report.appearance_lines(width=width)
+    if appearances:
+        terminalreporter.write_sep("=", "fpcheck: non-finite values that appeared")
+        for line in appearances:
             terminalreporter.write_line(line)
     dual = report.dual_delta_lines(width=width)
     if dual:
@@ -249,15 +294,30 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def settings_for(item: pytest.Item) -> Settings:
     """The settings of one test: the run's, with its ``@pytest.mark.fpcheck`` overrides applied
-    (the closest marker wins)."""
+    (the closest marker wins). ``allow=`` is read by :func:`allowed_sites`."""
     settings = item.config.stash[SETTINGS_KEY]
     for marker in reversed(list(item.iter_markers("fpcheck"))):
         if marker.args:
             raise InvalidArgument(
                 "@pytest.mark.fpcheck", marker.args, "keyword arguments only, e.g. nonfinite='off'"
             )
-        settings = settings.with_overrides(marker.kwargs, source="@pytest.mark.fpcheck")
+        overrides = {k: v for k, v in marker.kwargs.items() if k != "allow"}
+        settings = settings.with_overrides(overrides, source="@pytest.mark.fpcheck")
     return settings
+
+
+def allowed_sites(item: pytest.Item) -> tuple[str, ...]:
+    """``@pytest.mark.fpcheck(allow=[...])``: fnmatch patterns of expected non-finite sites,
+    matched against "op at file:line in module" (e.g. "aten.log*", "*model.py:12*")."""
+    patterns: list[str] = []
+    for marker in item.iter_markers("fpcheck"):
+        allow = marker.kwargs.get("allow", ())
+        if isinstance(allow, str) or not all(isinstance(p, str) for p in allow):
+            raise InvalidArgument(
+                "@pytest.mark.fpcheck(allow=...)", allow, "a list of fnmatch patterns (strings)"
+            )
+        patterns.extend(allow)
+    return tuple(patterns)
 
 
 @pytest.fixture

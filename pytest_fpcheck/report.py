@@ -26,6 +26,21 @@ class RunReport:
 
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     dual_deltas: list[dict[str, Any]] = field(default_factory=list)
+    appearances: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_appearance(self, test_id: str, summary: str, kind: str, source_line: str) -> None:
+        self.appearances.append(
+            {"test": test_id, "kind": kind, "summary": summary, "source": source_line}
+        )
+
+    def appearance_lines(self, *, width: int = 100) -> list[str]:
+        """One line per appearance (and its source line), grouped by test."""
+        lines: list[str] = []
+        for entry in self.appearances:
+            lines.append(f"{entry['test']}: {entry['summary']}"[:width])
+            if entry["source"]:
+                lines.append(f"    {entry['source']}"[:width])
+        return lines
 
     def add_verdict(self, test_id: str, record: dict[str, Any]) -> None:
         self.verdicts.append({"test": test_id, **record})
@@ -78,6 +93,7 @@ class RunReport:
             "counts": counts,
             "verdicts": self.verdicts,
             "dual_delta": self.dual_deltas,
+            "nonfinite": self.appearances,
         }
         return json.dumps(_finite(document), indent=2, allow_nan=False, default=str)
 

@@ -162,6 +162,8 @@ class Settings:
         for key, value in overrides.items():
             option = _BY_FIELD.get(key)
             if option is None:
-                raise InvalidArgument(f"{source}({key}=...)", key, f"one of {', '.join(_BY_FIELD)}")
+                raise InvalidArgument(
+                    f"{source}({key}=...)", key, f"one of {', '.join(_BY_FIELD)}, allow"
+                )
             changes[key] = option.parse(f"{source}({key}=...)", value)
         return dataclasses.replace(self, **changes)

@@ -149,7 +149,7 @@ def test_marker_overrides_settings_per_test(pytester: pytest.Pytester) -> None:
         (
             "fpcheck(colour='red')",
             "InvalidArgument: @pytest.mark.fpcheck(colour=...)='colour' (type str) is not valid: "
-            "expected one of enabled, nonfinite, alpha, dual_delta_n, oracle, seed.",
+            "expected one of enabled, nonfinite, alpha, dual_delta_n, oracle, seed, allow.",
         ),
         (
             "fpcheck('off')",
@@ -408,5 +408,78 @@ def test_dual_delta_marker_errors(pytester: pytest.Pytester) -> None:
             "*@pytest.mark.dual_delta(speed=...)='speed' (type str) is not valid: expected one of custom, reference, inputs, oracle, n, metric, alpha.*",
             "*expected the keywords custom, reference and inputs (missing: reference).*",
             "*the dual_delta_result fixture needs @pytest.mark.dual_delta(...)*",
+        ]
+    )
+
+
+NONFINITE_TESTS = """
+import pytest
+import torch
+
+def hidden_nan():
+    x = torch.tensor([1.0, -1.0, 4.0])
+    y = torch.sqrt(x)                      # NaN appears here
+    return torch.nan_to_num(y, nan=0.0)    # and is hidden here
+
+def test_hidden():
+    assert torch.isfinite(hidden_nan()).all()
+
+@pytest.mark.fpcheck(nonfinite="off")
+def test_opted_out():
+    hidden_nan()
+
+@pytest.mark.fpcheck(allow=["aten.sqrt*"])
+def test_allowed():
+    hidden_nan()
+
+def test_clean():
+    torch.ones(3).exp()
+"""
+
+
+def test_nonfinite_warn_is_the_default_under_fpcheck(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nf=NONFINITE_TESTS)
+    report = pytester.path / "run.json"
+    result = pytester.runpytest_subprocess(
+        "--fpcheck", f"--fpcheck-report={report}", "-W", "default"
+    )
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*NonFiniteWarning: non-finite values appeared in this test:",
+            "*NaN appeared in aten.sqrt at test_nf.py:6 [[]FP32[]]: 1 value in 1 call",
+            "*= fpcheck: non-finite values that appeared =*",
+            "test_nf.py::test_hidden: NaN appeared in aten.sqrt at test_nf.py:6 [[]FP32[]]: 1 value in 1 call",
+            "    y = torch.sqrt(x)                      # NaN appears here",
+        ]
+    )
+    import json
+
+    entries = json.loads(report.read_text())["nonfinite"]
+    assert [e["test"] for e in entries] == ["test_nf.py::test_hidden"]
+
+
+def test_nonfinite_fail_fails_a_test_whose_assertions_passed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nf=NONFINITE_TESTS)
+    result = pytester.runpytest_subprocess("--fpcheck", "--fpcheck-nonfinite=fail")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*NonFiniteAppeared: non-finite values appeared in this test:*"])
+
+
+def test_bad_allow_list(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.fpcheck(allow="aten.sqrt")
+        def test_bad():
+            torch.ones(2).exp()
+        """
+    )
+    result = pytester.runpytest_subprocess("--fpcheck")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.fpcheck(allow=...)='aten.sqrt' (type str) is not valid: expected a list of fnmatch patterns (strings).*"
         ]
     )

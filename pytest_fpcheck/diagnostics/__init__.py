@@ -1,6 +1,7 @@
-"""Diagnostics that sit beside the bounds chain: accumulation orders (FPRev), and, later, non-finite
-values (GPU-FPX), cause isolation (CIEL) and matrix-multiply probes (FTTN).
+"""Diagnostics that sit beside the bounds chain: accumulation orders (FPRev, ``order``) and
+where non-finite values appear (GPU-FPX, ``nonfinite``); cause isolation (CIEL) and
+matrix-multiply probes (FTTN) are to come.
 
-Each diagnostic lives in its own module (``order`` for FPRev) and is reached through the package
-root (``fp.reveal_order``, ``fp.order``); nothing here is imported eagerly.
+Each diagnostic lives in its own module and is reached through the package root
+(``fp.reveal_order``, ``fp.order``, ``fp.watch_nonfinite``); nothing here is imported eagerly.
 """

@@ -97,8 +97,8 @@ class Event:
 def _with_source(event: Event, prefix: str) -> list[str]:
     lines = [f"{prefix}{event.summary()}"]
     text = event.source_line
-    if text:
-        lines.append(f"{' ' * len(prefix)}{event.source[1]} | {text}")  # type: ignore[index]
+    if text and event.source is not None:
+        lines.append(f"{' ' * len(prefix)}{event.source[1]} | {text}")
     return lines
 
 

@@ -23,9 +23,15 @@ The rules:
 * the flow of a value: each exceptional output's storage remembers the appearances whose values
   it holds; an operation reading it adds them to its events' ``origins``.
 
+Inputs are the floating tensors an operation reads: ``self`` of an overwriting in-place operation
+(``fill_``, ``copy_``, ...) and ``out=`` arguments are not inputs; the ``self`` of any other
+in-place operation is examined before the operation overwrites it.
+
 Checks run with Python dispatch disabled and take the cheap path first: one
-``isfinite(out).all()`` (and, when watched, one subnormal test) per output; inputs are examined
-only when the output is exceptional, or before an in-place operation overwrites them.
+``aminmax(|out|)`` per output (per piece of 32767 elements on the CPU, which keeps the scan on
+the calling thread), with a test on the bits for subnormals only when the output holds zeros;
+inputs are examined only when the output is exceptional, the ones known to carry exceptional
+values first.
 """
 
 from __future__ import annotations
@@ -44,13 +50,31 @@ from ._nonfinite_events import KINDS, Event, EventKey, flow_text, report_text
 
 __all__ = ["KINDS", "Event", "Watch", "watch_nonfinite"]
 
-_QUOTIENTS = frozenset({"aten.div", "aten.div_"})
 _RECIPROCALS = frozenset({"aten.reciprocal", "aten.reciprocal_", "aten.rsqrt", "aten.rsqrt_"})
-_DIVISIONS = _QUOTIENTS | _RECIPROCALS
+_DIVISIONS = _RECIPROCALS | {"aten.div", "aten.div_"}
+#: in-place operations that overwrite all of ``self`` without reading it
+_OVERWRITES = frozenset(
+    f"aten.{name}_"
+    for name in (
+        "fill",
+        "zero",
+        "copy",
+        "uniform",
+        "normal",
+        "random",
+        "exponential",
+        "geometric",
+        "cauchy",
+        "log_normal",
+        "bernoulli",
+    )
+)
 _UNINITIALISED = frozenset(
     {"aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty"}
 )
-_MIN_EXPONENT: dict[torch.dtype, int] = {}
+_BIT_MASKS: dict[torch.dtype, tuple[torch.dtype, int, int]] = {}
+_SAME_WIDTH_INT = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}
+_SERIAL_PIECE = 32767  # below at::internal::GRAIN_SIZE: ATen runs it on the calling thread
 
 
 def _floating(value: Any) -> list[torch.Tensor]:
@@ -64,56 +88,107 @@ def _floating(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _min_exponent(dtype: torch.dtype) -> int:
-    """``frexp``'s exponent of the format's smallest normal number: subnormals have less."""
-    if dtype not in _MIN_EXPONENT:
-        tiny = torch.tensor(torch.finfo(dtype).tiny, dtype=dtype)
-        _MIN_EXPONENT[dtype] = int(torch.frexp(tiny).exponent)
-    return _MIN_EXPONENT[dtype]
+def _read_tensors(call: OpCall) -> list[torch.Tensor]:
+    """The floating tensors an operation reads: its arguments less ``self`` of an overwriting
+    in-place operation (``fill_``, ``copy_``, ...) and the ``out=`` arguments it only writes."""
+    written = {
+        a.name
+        for a in call.func._schema.arguments
+        if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+    }
+    args = call.args[1:] if call.packet in _OVERWRITES else call.args
+    return _floating(args) + _floating({k: v for k, v in call.kwargs.items() if k not in written})
+
+
+def _bit_masks(dtype: torch.dtype) -> tuple[torch.dtype, int, int]:
+    """(signed integer dtype of the same width, mask of every bit but the sign, mask of the
+    fraction bits) of a floating dtype."""
+    if dtype not in _BIT_MASKS:
+        info = torch.finfo(dtype)
+        fraction_bits = round(-math.log2(info.eps))
+        _BIT_MASKS[dtype] = (
+            _SAME_WIDTH_INT[info.bits],
+            (1 << (info.bits - 1)) - 1,
+            (1 << fraction_bits) - 1,
+        )
+    return _BIT_MASKS[dtype]
+
+
+def _has_subnormal_bits(piece: torch.Tensor) -> bool:
+    """On the bits: ``v = (|bits| - 1) & magnitude_mask`` sends zero to the top and a subnormal
+    ``s`` (``1 <= |bits| <= fraction_mask``) to ``s - 1``; a subnormal is there iff
+    ``min(v) < fraction_mask``. Integer operations only, and no overflow."""
+    int_dtype, magnitude, fraction = _bit_masks(piece.dtype)
+    bits = piece.view(int_dtype) & magnitude
+    return int(((bits - 1) & magnitude).amin()) < fraction
+
+
+def _pieces(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``t`` itself, or, for a contiguous CPU tensor, flat pieces below ATen's parallel grain
+    size: a scan is memory-bound and cheap, and waking the intra-op thread pool for it can cost
+    more than the scan (tens of times more on a busy machine)."""
+    if t.device.type != "cpu" or not t.is_contiguous() or t.numel() <= _SERIAL_PIECE:
+        return (t,)
+    return t.view(-1).chunk(math.ceil(t.numel() / _SERIAL_PIECE))
+
+
+def _values(piece: torch.Tensor) -> torch.Tensor:
+    """``piece`` in a dtype ATen reduces on every device: float8 widens to float32, exactly."""
+    return piece.float() if piece.element_size() == 1 else piece
 
 
 def _scan(t: torch.Tensor) -> tuple[bool, bool]:
     """(holds a NaN or Inf, holds a subnormal), exactly, for a floating tensor.
 
-    The cheap path is one ``aminmax`` of ``|t|``: a NaN propagates to both ends and an infinity
-    is the maximum; a minimum at or above ``tiny`` rules subnormals out, one in ``(0, tiny)`` is
-    one. Only a minimum of zero or NaN needs ``frexp``, which gives zero, NaN and Inf the
-    exponent 0 and subnormals one below the normals'."""
-    if not t.numel():
-        return False, False
-    low, high = (float(end) for end in torch.aminmax(t.abs()))
-    nonfinite = not math.isfinite(high)
-    if low == 0 or math.isnan(low):
-        subnormal = int(torch.frexp(t).exponent.amin()) < _min_exponent(t.dtype)
-    else:
-        subnormal = low < torch.finfo(t.dtype).tiny
+    The cheap path is one ``aminmax`` of ``|piece|`` per piece: a NaN propagates to both ends and
+    an infinity is the maximum; a minimum at or above ``tiny`` rules subnormals out, one in
+    ``(0, tiny)`` is one. Only a minimum of zero or NaN needs :func:`_has_subnormal_bits`."""
+    nonfinite = subnormal = False
+    if not t.numel() or t.is_meta:
+        return nonfinite, subnormal
+    tiny = torch.finfo(t.dtype).tiny
+    for piece in _pieces(t):
+        low, high = (float(end) for end in torch.aminmax(_values(piece).abs()))
+        nonfinite = nonfinite or not math.isfinite(high)
+        if subnormal:
+            continue
+        subnormal = _has_subnormal_bits(piece) if low == 0 or math.isnan(low) else low < tiny
     return nonfinite, subnormal
 
 
 def _counts(t: torch.Tensor, kinds: frozenset[str]) -> dict[str, int]:
     """How many NaN, Inf and subnormal values ``t`` holds (watched kinds only, zeros left out).
 
-    :func:`_scan` runs first; elements are counted only when it finds something."""
-    found: dict[str, int] = {}
+    :func:`_scan` runs first; elements are counted, piece by piece, only when it finds
+    something."""
     nonfinite, subnormal = _scan(t)
+    tests: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
     if nonfinite:
-        if "nan" in kinds:
-            found["nan"] = int(torch.isnan(t).sum())
-        if "inf" in kinds:
-            found["inf"] = int(torch.isinf(t).sum())
-    if subnormal and "subnormal" in kinds:
-        magnitude = t.abs()
-        found["subnormal"] = int(((magnitude < torch.finfo(t.dtype).tiny) & (magnitude > 0)).sum())
+        tests.update(nan=torch.isnan, inf=torch.isinf)
+    if subnormal:
+        tiny = torch.finfo(t.dtype).tiny
+        tests["subnormal"] = lambda piece: (piece.abs() < tiny) & (piece != 0)
+    found = {kind: 0 for kind in tests if kind in kinds}
+    for piece in _pieces(t) if found else ():
+        for kind in found:
+            found[kind] += int(tests[kind](_values(piece)).sum())
     return {kind: n for kind, n in found.items() if n}
 
 
 class _InputState:
-    """Whether any floating input holds a non-finite or a subnormal value."""
+    """Whether any floating input holds a non-finite or a subnormal value.
 
-    def __init__(self, tensors: list[torch.Tensor]) -> None:
-        scans = [_scan(t) for t in tensors]
-        self.nonfinite = any(nonfinite for nonfinite, _ in scans)
-        self.subnormal = any(subnormal for _, subnormal in scans)
+    Scanning stops at the first non-finite input: no kind can have appeared then. Callers put
+    the inputs most likely to hold one first."""
+
+    def __init__(self, tensors: Iterable[torch.Tensor]) -> None:
+        self.nonfinite = self.subnormal = False
+        for t in tensors:
+            nonfinite, subnormal = _scan(t)
+            self.subnormal = self.subnormal or subnormal
+            if nonfinite:
+                self.nonfinite = True
+                break
 
     def appeared(self, kind: str) -> bool:
         """The appearance rule of the module docstring for ``kind``."""
@@ -218,9 +293,9 @@ class Watch(Interposer):
         func = call.func
         if func.is_view or call.packet in _UNINITIALISED:
             return run()
-        inputs = _floating(call.args) + _floating(call.kwargs)
+        inputs = _read_tensors(call)
         with internal(), torch.no_grad():
-            before = _InputState(inputs) if func._schema.is_mutable else None
+            before = self._input_state(inputs) if func._schema.is_mutable else None
             div0 = 0
             if "div0" in self._watched and call.packet in _DIVISIONS:
                 div0 = _division_by_zero(call)
@@ -253,7 +328,7 @@ class Watch(Interposer):
                     self._carried.pop(key, None)
                 continue
             if state is None:
-                state = _InputState(inputs)
+                state = self._input_state(inputs)
             if origins is None:
                 origins = self._origins(inputs, state)
             carried = set(origins)
@@ -268,6 +343,10 @@ class Watch(Interposer):
                 if not _covers_storage(out):  # a partial write keeps what the rest carried
                     carried |= self._carried.get(key, frozenset())
                 self._carried[key] = frozenset(carried)
+
+    def _input_state(self, inputs: list[torch.Tensor]) -> _InputState:
+        """Inputs whose storage carries exceptional values are scanned first."""
+        return _InputState(sorted(inputs, key=lambda t: _storage_key(t) not in self._carried))
 
     def _origins(self, inputs: list[torch.Tensor], state: _InputState) -> frozenset[EventKey]:
         if not (state.nonfinite or state.subnormal):

@@ -222,6 +222,23 @@ for _name in (
     register_rule(_name, _monotone)
 
 
+@_rule("aten.nan_to_num")
+def _nan_to_num(ctx: RuleContext) -> Interval:
+    """Monotone on the extended reals (-inf and +inf map to neginf and posinf); an element that
+    may be NaN (the whole line) also takes the ``nan`` replacement, so its hull is kept."""
+    lows_highs: Interval | None = _monotone(ctx)[0]
+    assert lows_highs is not None
+    a = ctx.interval(ctx.args[0])
+    maybe_nan = np.isneginf(a.lo) & np.isposinf(a.hi)
+    if not maybe_nan.any():
+        return lows_highs
+    replacement = float(ctx.arg(1, "nan", 0.0) or 0.0)
+    return Interval(
+        np.where(maybe_nan, np.minimum(lows_highs.lo, replacement), lows_highs.lo),
+        np.where(maybe_nan, np.maximum(lows_highs.hi, replacement), lows_highs.hi),
+    ).to_format(ctx.fmt)
+
+
 @_rule("aten.where")
 def _where(ctx: RuleContext) -> Interval:
     condition, decided = ctx.condition(ctx.arg(0, "condition"))
