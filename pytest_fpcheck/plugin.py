@@ -201,8 +201,28 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     return outcome
 
 
+#: What counts as a non-finite value for fpcheck_nonfinite (subnormals are finite: the watch
+#: reports them, the plugin does not warn about them).
+_JUDGED_KINDS = ("nan", "inf", "div0")
+#: Operations that write a constant the program chose (a causal mask's -inf, a NaN fill): what
+#: they produce is intended, not an appearance.
+_CONSTANT_OPS = (
+    "aten.scalar_tensor",
+    "aten.full",
+    "aten.full_like",
+    "aten.new_full",
+    "aten.fill",
+    "aten.fill_",
+    "aten.masked_fill",
+    "aten.masked_fill_",
+    "aten.lift_fresh",
+    "aten.lift_fresh_copy",
+)
+
+
 def _judge_appearances(item: pytest.Item, watch: Any, mode: str) -> None:
-    """Record the test's non-finite appearances; warn about them, or fail the test."""
+    """Record the test's NaN, Inf and division-by-zero appearances (not constants the program
+    wrote, not allowed sites); warn about them, or fail the test."""
     import fnmatch
     import warnings
 
@@ -210,7 +230,9 @@ def _judge_appearances(item: pytest.Item, watch: Any, mode: str) -> None:
     appeared = [
         event
         for event in watch.appearances()
-        if not any(fnmatch.fnmatch(f"{event.op} at {event.location}", p) for p in patterns)
+        if event.kind in _JUDGED_KINDS
+        and event.op not in _CONSTANT_OPS
+        and not any(fnmatch.fnmatch(f"{event.op} at {event.location}", p) for p in patterns)
     ]
     if not appeared:
         return
