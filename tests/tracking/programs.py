@@ -195,7 +195,27 @@ def _gelu_tanh(v):
 
 
 def _softplus(v):
-    return v if v > 20 else mpmath.log1p(mpmath.exp(v))
+    return v if v > 20 else mpmath.log1p(_exp(v))
+
+
+def _exp(v):
+    """exp, declining arguments whose result is beyond every float format by far: mpmath would
+    spend minutes on exp(exp(1e38)), and the enclosure's check there adds nothing."""
+    if abs(v) > 100_000:
+        raise Undefined("exp of a huge argument")
+    return mpmath.exp(v)
+
+
+def _exp_nonpositive(d):
+    """exp(d) for d <= 0; below -1e5 it is under 1e-43000, far below the 60 digits carried,
+    and is taken as 0 (mpmath would spend minutes on exp(-1e38))."""
+    return mpmath.mpf(0) if d < -100_000 else mpmath.exp(d)
+
+
+def _expm1(v):
+    if abs(v) > 100_000:
+        raise Undefined("expm1 of a huge argument")
+    return mpmath.expm1(v)
 
 
 def _log(v):
@@ -233,14 +253,14 @@ def _run_exact(program: Program) -> np.ndarray:
             function = {
                 "neg": lambda v: -v,
                 "abs": abs,
-                "exp": mpmath.exp,
+                "exp": _exp,
                 "log": lambda v: _log(abs(v)),
                 "sqrt": lambda v: mpmath.sqrt(abs(v)),
                 "tanh": mpmath.tanh,
-                "sigmoid": lambda v: 1 / (1 + mpmath.exp(-v)),
+                "sigmoid": lambda v: 1 / (1 + _exp(-v)),
                 "gelu": _gelu,
                 "gelu_tanh": _gelu_tanh,
-                "silu": lambda v: v / (1 + mpmath.exp(-v)),
+                "silu": lambda v: v / (1 + _exp(-v)),
                 "relu": lambda v: max(v, mpmath.mpf(0)),
                 "square": lambda v: v * v,
                 "reciprocal": lambda v: _div(1, v),
@@ -248,9 +268,9 @@ def _run_exact(program: Program) -> np.ndarray:
                 "erf": mpmath.erf,
                 "softplus": _softplus,
                 "leaky_relu": lambda v: v if v > 0 else v * mpmath.mpf("0.01"),
-                "elu": lambda v: v if v > 0 else mpmath.expm1(v),
+                "elu": lambda v: v if v > 0 else _expm1(v),
                 "cube": lambda v: v**3,
-                "expm1": mpmath.expm1,
+                "expm1": _expm1,
                 "log1p": lambda v: mpmath.log1p(abs(v)),
                 "rsqrt": _rsqrt,
             }[op]
@@ -294,9 +314,9 @@ def _reduce_exact(op: str, x: np.ndarray) -> np.ndarray:
             out = [mean] * n
         elif op in ("softmax", "log_softmax", "logsumexp"):
             top = max(row)
-            lse = top + mpmath.log(mpmath.fsum(mpmath.exp(v - top) for v in row))
+            lse = top + mpmath.log(mpmath.fsum(_exp_nonpositive(v - top) for v in row))
             out = {
-                "softmax": [mpmath.exp(v - lse) for v in row],
+                "softmax": [_exp_nonpositive(v - lse) for v in row],
                 "log_softmax": [v - lse for v in row],
                 "logsumexp": [lse] * n,
             }[op]
