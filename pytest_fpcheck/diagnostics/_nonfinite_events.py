@@ -10,9 +10,10 @@ analyzer's ``APPEAR`` lines point at ``main1.cu:120`` (section 3.2).
 from __future__ import annotations
 
 import linecache
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from ..tracking.interpose import describe_location
 
 __all__ = ["KINDS", "KIND_TITLES", "Event", "EventKey", "flow_text", "report_text"]
 
@@ -69,12 +70,7 @@ class Event:
     @property
     def location(self) -> str:
         """``model.py:12 in MLP.layers.0``, as far as known."""
-        parts = []
-        if self.source is not None:
-            parts.append(f"{os.path.basename(self.source[0])}:{self.source[1]}")
-        if self.module_path:
-            parts.append(f"in {self.module_path}")
-        return " ".join(parts) or "unknown location"
+        return describe_location(self.source, self.module_path) or "unknown location"
 
     @property
     def source_line(self) -> str:

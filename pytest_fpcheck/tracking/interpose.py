@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["Interposer", "OpCall", "current_module_path", "user_frame"]
+__all__ = ["Interposer", "OpCall", "current_module_path", "describe_location", "user_frame"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIPPED_PREFIXES = tuple(
@@ -40,6 +40,17 @@ _SKIPPED_PREFIXES = tuple(
     if p
 )
 _SKIPPED_MODULE_PREFIXES = ("triton", "_pytest", "pluggy", "numpy")
+
+
+def describe_location(source: tuple[str, int] | None, module_path: str) -> str:
+    """``model.py:12 in MLP.layers.0``: the file's name and line, then the module path, as far
+    as each is known ('' when neither is)."""
+    parts = []
+    if source is not None:
+        parts.append(f"{os.path.basename(source[0])}:{source[1]}")
+    if module_path:
+        parts.append(f"in {module_path}")
+    return " ".join(parts)
 
 
 def user_frame() -> tuple[str, int] | None:
@@ -137,12 +148,7 @@ class OpCall:
     @property
     def location(self) -> str:
         """``model.py:12 in MLP.layers.0`` (file, line and module path, as far as known)."""
-        parts = []
-        if self.source is not None:
-            parts.append(f"{os.path.basename(self.source[0])}:{self.source[1]}")
-        if self.module_path:
-            parts.append(f"in {self.module_path}")
-        return " ".join(parts)
+        return describe_location(self.source, self.module_path)
 
     @property
     def site(self) -> str:
