@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -360,9 +362,7 @@ def test_dual_delta_marker_expands_params_and_fails_worse_implementations(
     assert {e["accuracy"] for e in entries} == {"equivalent", "custom_less_accurate"}
     for entry in entries:
         assert entry["plot"].endswith(".png")
-        assert (pytester.path / entry["plot"]).exists() or __import__("os").path.exists(
-            entry["plot"]
-        )
+        assert Path(entry["plot"]).exists()
 
 
 def test_fpcheck_fixture_binds_dual_delta_to_the_run_settings(pytester: pytest.Pytester) -> None:

@@ -253,7 +253,7 @@ def classify(
         else:
             inside |= both_nan
         radius = bounds.radius
-    nonfinite = (np.isnan(a) != np.isnan(e)) | (np.isinf(a) & (a != e)) | (np.isinf(e) & (a != e))
+    nonfinite = _nonfinite_mismatch(a, e)
     outside_mask = ~inside
     outside = int(np.count_nonzero(outside_mask))
     kind = "exact" if equal.all() else ("roundoff" if outside == 0 else "bug")
@@ -279,6 +279,12 @@ def classify(
         shape=shape,
         worst=worst,
     )
+
+
+def _nonfinite_mismatch(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Where the NaN and Inf positions of the two sides differ (compared before values)."""
+    mask: np.ndarray = (np.isnan(a) != np.isnan(e)) | ((np.isinf(a) | np.isinf(e)) & (a != e))
+    return mask
 
 
 def recorded_bounds(x: Any) -> Bounds | None:
@@ -389,7 +395,7 @@ def _fallback(
             float("nan"),
             float("nan"),
         )
-    nonfinite = (np.isnan(a) != np.isnan(e)) | (np.isinf(a) & (a != e)) | (np.isinf(e) & (a != e))
+    nonfinite = _nonfinite_mismatch(a, e)
     return Verdict(
         kind=kind,
         outside=outside,
