@@ -30,6 +30,7 @@ from ..interval.core import Interval
 from ..interval.registry import lookup
 from . import torch_rules as _torch_rules  # noqa: F401  (registers the rules)
 from .context import RuleContext
+from .interpreter import hooks as kernels
 from .interpose import Interposer, OpCall
 from .policy import SumBound
 from .store import STORE, Record
@@ -102,6 +103,7 @@ class Tracker(Interposer):
             active.depth = depth
 
     def __enter__(self) -> Tracker:
+        kernels.attach()
         super().__enter__()
         for tensor, bounds in self.assume.items():
             STORE.write(
@@ -112,6 +114,10 @@ class Tracker(Interposer):
                 notes=(*bounds.notes, "seeded by track(assume=...)"),
             )
         return self
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        kernels.detach()
 
     def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
         substitute = SUBSTITUTES.get(call.packet)

@@ -1,0 +1,444 @@
+"""Scoped instrumentation of Triton's interpreter (RENDER section IV-A-2, without a fork).
+
+The RENDER authors modified Triton's interpreter. Here the interpreter that ships with the
+installed triton is instrumented in memory, only while a ``fp.track()`` block is open anywhere in
+the process (reference counted), and restored when the last one closes; no file is patched:
+
+* the interpreter's builder (``triton.runtime.interpreter.interpreter_builder``, the object
+  whose ``create_*`` methods implement every operation of an interpreted kernel) gets instance
+  attributes that call the original method and then the operation's interval rule
+  (:mod:`.rules`); a floating operation with no rule raises ``UnsupportedOperation``;
+* ``ReduceOps``/``ScanOps`` are replaced by subclasses that bound reductions (:mod:`.reduce`);
+* ``GridExecutor.__call__`` (a launch) sets up the launch's memory (:mod:`.memory`), runs the
+  grid with PyTorch dispatch disabled (its host copies are plumbing, not the user's
+  operations), and records what the kernel stored in the side store;
+* a compiled launch (``JITFunction.run``) under tracking raises: bounds come from the
+  interpreter, so the kernel must run with ``TRITON_INTERPRET=1``.
+
+The hooks do nothing on threads that are not tracking, and nothing for launches outside a
+``track()`` block. Supported triton releases: :data:`SUPPORTED` (checked on first use).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import FPCheckError, UnsupportedOperation
+from ...interval.bounds import Provenance
+from ...interval.core import Interval
+from ..interpose import describe_location, user_frame
+from . import handles as h
+from .memory import LaunchMemory, tensors_of
+from .reduce import instrumented_reduce_ops, instrumented_scan_ops, record_call
+from .rules import RULES, KernelOp
+
+__all__ = ["SUPPORTED", "attach", "detach"]
+
+#: triton releases whose interpreter this instrumentation knows (major, minor), inclusive.
+SUPPORTED = ((3, 0), (3, 9))
+
+#: Builder methods that hold no values to bound (or delegate to a hooked method).
+_PASS_THROUGH = frozenset(
+    {
+        "create_load",  # -> create_masked_load
+        "create_store",  # -> create_masked_store
+        "create_atomic_load",  # -> create_masked_load
+        "create_atomic_store",  # -> create_masked_store
+        "create_print",
+        "create_assert",
+        "create_assume",
+        "create_barrier",
+        "create_make_tensor_descriptor",
+        "create_descriptor_store",  # -> create_masked_store
+        "create_atomic_poll",
+    }
+)
+
+_LOCK = threading.Lock()
+_USERS = 0
+_RESTORE: list[tuple[Any, str, Any]] = []
+_STATE = threading.local()
+
+
+@dataclass
+class Launch:
+    """One instrumented kernel launch."""
+
+    kernel: str
+    memory: LaunchMemory
+    mode: str
+    widenings: dict[str, float] = field(default_factory=dict)
+
+    def site(self) -> str:
+        location = describe_location(user_frame(), "")
+        return f"{self.kernel} {location}".strip()
+
+    def widened(self, site: str, amount: float) -> None:
+        if amount > self.widenings.get(site, 0.0):
+            self.widenings[site] = amount
+
+    def provenance(self) -> Provenance:
+        result = Provenance()
+        for site, amount in self.widenings.items():
+            result = result.merge(site=site, widening=amount)
+        return result
+
+
+def _launch() -> Launch | None:
+    launch: Launch | None = getattr(_STATE, "launch", None)
+    return launch
+
+
+def _check_version() -> None:
+    import triton
+
+    parts = tuple(int(p) for p in triton.__version__.split(".")[:2])
+    if not SUPPORTED[0] <= parts <= SUPPORTED[1]:
+        low, high = (".".join(map(str, v)) for v in SUPPORTED)
+        raise UnsupportedOperation(
+            f"Triton kernels with triton {triton.__version__}",
+            how=f"the instrumented interpreter supports triton {low} to {high}; install one "
+            "of those, or run Triton kernels outside fp.track()",
+        )
+
+
+def attach() -> None:
+    """Instrument the interpreter (first tracker in the process); no-op without triton."""
+    global _USERS
+    with _LOCK:
+        if _USERS == 0:
+            try:
+                import triton.runtime.interpreter as interpreter
+            except ImportError:
+                interpreter = None
+            if interpreter is not None:
+                _check_version()
+                _install(interpreter)
+        _USERS += 1
+
+
+def detach() -> None:
+    """Undo :func:`attach` when the last tracker closes."""
+    global _USERS
+    with _LOCK:
+        _USERS -= 1
+        if _USERS > 0:
+            return
+        while _RESTORE:
+            owner, name, original = _RESTORE.pop()
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
+_MISSING = object()
+
+
+def _set(owner: Any, name: str, value: Any) -> None:
+    _RESTORE.append((owner, name, owner.__dict__.get(name, _MISSING)))
+    setattr(owner, name, value)
+
+
+def _install(interpreter: Any) -> None:
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    builder = interpreter.interpreter_builder
+    for name in dir(type(builder)):
+        if name.startswith("create_") and name not in _PASS_THROUGH:
+            _set(builder, name, _hooked(name, getattr(builder, name)))
+    active = lambda: _launch() is not None  # noqa: E731
+    _set(interpreter, "ReduceOps", instrumented_reduce_ops(interpreter.ReduceOps, tl, active))
+    _set(interpreter, "ScanOps", instrumented_scan_ops(interpreter.ScanOps, tl, active))
+    _set(interpreter.GridExecutor, "__call__", _launcher(interpreter.GridExecutor.__call__))
+    _set(interpreter, "_patch_lang", _lang_patcher(interpreter._patch_lang, interpreter, tl))
+    _set(JITFunction, "run", _compiled_guard(JITFunction.run))
+
+
+def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    short = name.removeprefix("create_")
+    memory_rule = _MEMORY_RULES.get(short)
+    rule = RULES.get(short)
+
+    def hook(*args: Any) -> Any:
+        launch = _launch()
+        if launch is None:
+            return original(*args)
+        if memory_rule is not None:
+            return memory_rule(launch, original, args)
+        result = original(*args)
+        record_call(short, args)
+        op = KernelOp(short, args, result, launch.site)
+        if rule is None:
+            _unknown(op)
+            return result
+        before = _radius(args)
+        rule(op)
+        grown = _radius(result if isinstance(result, tuple) else (result,)) - before
+        if grown > 0:
+            launch.widened(op.where(), grown)
+        return result
+
+    hook.__name__ = name
+    return hook
+
+
+def _radius(values: Any) -> float:
+    """The largest radius among the float handles in ``values``."""
+    widest = 0.0
+    for value in values:
+        lo = getattr(value, "attr", {}).get("fpcheck.lo")
+        if lo is not None and lo.size:
+            with np.errstate(invalid="ignore", over="ignore"):
+                width = float(np.max(value.attr["fpcheck.hi"] - lo))
+            widest = max(widest, width / 2 if np.isfinite(width) else np.inf)
+    return widest
+
+
+def _unknown(op: KernelOp) -> None:
+    results = op.result if isinstance(op.result, tuple) else (op.result,)
+    if any(hasattr(r, "dtype") and hasattr(r, "attr") and h.is_floating(r) for r in results):
+        raise op.fail(
+            f"Triton operation {op.name!r}",
+            how="it has no interval rule in the instrumented interpreter; run this kernel "
+            "outside fp.track()",
+        )
+    taint = any(h.tainted(a) for a in op.args if hasattr(a, "attr"))
+    for r in results:
+        if hasattr(r, "attr"):
+            h.set_taint(r, taint)
+
+
+# --- memory ------------------------------------------------------------------------------------
+
+
+def _element(ptrs: Any) -> tuple[Any, int]:
+    dtype = h.element_type(ptrs.dtype)
+    pointee = dtype.element_ty
+    return pointee, max(1, pointee.primitive_bitwidth // 8)
+
+
+def _check_lanes(op: KernelOp, ptrs: Any, mask: Any) -> None:
+    if h.tainted(ptrs):
+        raise op.fail("a load or store at an address that depends on rounding")
+    if mask is not None and (h.tainted(mask) or h.undecided(mask) is not None):
+        raise op.fail("a load or store masked by a comparison that rounding may flip")
+
+
+def _masked_load(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    ptrs, mask, other = args[:3]
+    result = original(*args)
+    op = KernelOp("masked_load", args, result, launch.site)
+    _check_lanes(op, ptrs, mask)
+    pointee, itemsize = _element(ptrs)
+    if not pointee.is_floating():
+        return result
+    fmt = h.format_of_type(pointee, where=op.where())
+    fill = h.interval_of(other, fmt) if other is not None else Interval.point(np.zeros(()))
+    addresses = np.asarray(ptrs.data)
+    lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
+    enclosure = launch.memory.load(addresses, lanes, fill, fmt, itemsize, op.where())
+    _STATE.last_load = enclosure
+    if enclosure.is_point or (
+        np.array_equal(enclosure.lo, enclosure.hi) and not _has_nan(enclosure)
+    ):
+        return result
+    h.set_interval(result, enclosure)
+    return result
+
+
+def _has_nan(interval: Interval) -> bool:
+    return bool(np.isnan(interval.lo).any() or np.isnan(interval.hi).any())
+
+
+def _masked_store(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    ptrs, value, mask = args[:3]
+    op = KernelOp("masked_store", args, None, launch.site)
+    _check_lanes(op, ptrs, mask)
+    pointee, itemsize = _element(ptrs)
+    if not pointee.is_floating():
+        if h.tainted(value):
+            raise op.fail(
+                "a store of an integer that depends on rounding",
+                how="e.g. an argmax of values whose intervals overlap; its other possible "
+                "values are not bounded",
+            )
+        return original(*args)
+    fmt = h.format_of_type(pointee, where=op.where())
+    addresses = np.asarray(ptrs.data)
+    lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
+    launch.memory.store(addresses, lanes, h.interval_of(value, fmt), fmt, itemsize, op.where())
+    return original(*args)
+
+
+_ATOMIC_KINDS = {"FADD": "fadd", "MAX": "max", "MIN": "min"}
+
+
+def _atomic_rmw(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    rmw_op, ptrs, value, mask = args[:4]
+    pointee, itemsize = _element(ptrs)
+    op = KernelOp("atomic_rmw", args, None, launch.site)
+    _check_lanes(op, ptrs, mask)
+    if not pointee.is_floating():
+        result = original(*args)
+        return h.set_taint(result, h.tainted(value))
+    kind = _ATOMIC_KINDS.get(getattr(rmw_op, "name", str(rmw_op)).upper().split(".")[-1])
+    if kind is None:
+        raise op.fail(f"atomic {rmw_op} on floating values")
+    fmt = h.format_of_type(pointee, where=op.where())
+    addresses = np.asarray(ptrs.data)
+    lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
+    launch.memory.atomic(
+        kind, addresses, lanes, h.interval_of(value, fmt), fmt, itemsize, op.where()
+    )
+    result = original(*args)
+    # the old value an atomic returns depends on the schedule
+    everything = np.full(np.shape(result.data), np.inf)
+    return h.set_interval(result, Interval(-everything, everything))
+
+
+def _atomic_cas(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    ptrs = args[0]
+    pointee, _ = _element(ptrs)
+    result = original(*args)
+    if pointee.is_floating():
+        raise KernelOp("atomic_cas", args, result, launch.site).fail(
+            "atomic compare-and-swap on floating values"
+        )
+    return h.set_taint(result, any(h.tainted(a) for a in args if hasattr(a, "attr")))
+
+
+def _descriptor_load(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """A descriptor load is a masked load (hooked); a TF32-rounding descriptor rounds its
+    result afterwards, into a new handle: round the enclosure the same way."""
+    _STATE.last_load = None
+    result = original(*args)
+    loaded: Interval | None = _STATE.last_load
+    if getattr(args[0], "round_f32_to_tf32", False) and loaded is not None:
+        from ...formats import FORMATS
+
+        h.set_interval(result, loaded.to_format(FORMATS["tfloat32"]))
+    return result
+
+
+def _unsupported_memory(what: str) -> Callable[[Launch, Callable[..., Any], tuple[Any, ...]], Any]:
+    def rule(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        result = original(*args)
+        results = result if isinstance(result, tuple) else (result,)
+        if any(hasattr(r, "dtype") and h.is_floating(r) for r in results) or any(
+            hasattr(a, "dtype") and hasattr(a, "attr") and h.is_floating(a) for a in args
+        ):
+            raise KernelOp(what, args, result, launch.site).fail(
+                f"Triton operation {what!r} on floating values",
+                how="it has no interval rule in the instrumented interpreter; run this kernel "
+                "outside fp.track()",
+            )
+        return result
+
+    return rule
+
+
+_MEMORY_RULES: dict[str, Callable[[Launch, Callable[..., Any], tuple[Any, ...]], Any]] = {
+    "masked_load": _masked_load,
+    "masked_store": _masked_store,
+    "atomic_rmw": _atomic_rmw,
+    "atomic_cas": _atomic_cas,
+    "descriptor_load": _descriptor_load,
+    "descriptor_gather": _unsupported_memory("descriptor_gather"),
+    "descriptor_scatter": _unsupported_memory("descriptor_scatter"),
+    "dot_scaled": _unsupported_memory("dot_scaled"),
+    "extern_elementwise": _unsupported_memory("extern_elementwise (libdevice)"),
+    "inline_asm": _unsupported_memory("inline_asm"),
+}
+
+
+# --- launches ----------------------------------------------------------------------------------
+
+
+def _active_tracker() -> Any:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from ..track import Tracker
+
+    for mode in reversed(_get_current_dispatch_mode_stack()):
+        if isinstance(mode, Tracker):
+            return mode
+    return None
+
+
+def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
+    def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tracker = _active_tracker()
+        if tracker is None or _launch() is not None:
+            return original(self, *args, **kwargs)
+        from triton.runtime.errors import InterpreterError
+
+        from ...adapters.torch import internal
+
+        tensors = tensors_of(list(args)) + tensors_of(list(kwargs.values()))
+        kernel = getattr(self.fn, "__name__", "kernel")
+        state = Launch(kernel, LaunchMemory(tensors), tracker.mode)
+        _STATE.launch = state
+        try:
+            with internal():
+                result = original(self, *args, **kwargs)
+        except InterpreterError as error:
+            if isinstance(error.__cause__, FPCheckError):
+                raise error.__cause__ from None
+            raise
+        finally:
+            _STATE.launch = None
+        state.memory.finish(
+            provenance=state.provenance(),
+            notes=(f"bounded by the instrumented Triton interpreter (kernel {kernel})",),
+            mode=state.mode,
+        )
+        tracker.ops += 1
+        return result
+
+    return launch
+
+
+def _lang_patcher(original: Callable[..., Any], interpreter: Any, tl: Any) -> Callable[..., Any]:
+    """After the interpreter patches ``triton.language`` for a launch, make ``tensor.T``
+    (a transpose built outside the builder) keep enclosures."""
+
+    def patch(fn: Any) -> Any:
+        scope = original(fn)
+        if _launch() is None:
+            return scope
+
+        def transpose(self: Any) -> Any:
+            handle = interpreter.TensorHandle(np.transpose(self.handle.data), self.handle.dtype)
+            for key in ("fpcheck.lo", "fpcheck.hi", "fpcheck.undecided"):
+                if key in self.handle.attr:
+                    handle.attr[key] = np.transpose(self.handle.attr[key])
+            h.set_taint(handle, h.tainted(self.handle))
+            shape = list(self.type.shape)
+            shape[-1], shape[-2] = shape[-2], shape[-1]
+            return tl.core.tensor(handle, tl.core.block_type(self.dtype, shape))
+
+        scope.set_attr(tl.tensor, "T", property(transpose))
+        return scope
+
+    return patch
+
+
+def _compiled_guard(original: Callable[..., Any]) -> Callable[..., Any]:
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active_tracker() is not None and not kwargs.get("warmup", False):
+            raise UnsupportedOperation(
+                f"a compiled launch of Triton kernel {getattr(self.fn, '__name__', '?')!r}",
+                how="fp.track() bounds Triton kernels through the interpreter: set "
+                "TRITON_INTERPRET=1 before the kernel is defined (the compiled run would "
+                "otherwise write results tracking cannot see)",
+            )
+        return original(self, *args, **kwargs)
+
+    return run

@@ -1,0 +1,349 @@
+"""Bounds of the memory a Triton kernel reads and writes (RENDER section III-A, for kernels).
+
+Triton addresses memory by raw pointers. A launch knows the storages of its tensor arguments
+(:class:`Region`: base address, size, element type); each region keeps flat float64 ``lo``/``hi``
+buffers, read lazily from the side store (:mod:`pytest_fpcheck.tracking.store`) or, for memory
+tracking never wrote, the current values as exact points. Loads read them through the addresses
+(masked-off lanes take ``other`` exactly), stores write the stored value's enclosure (the hull
+where one store writes an address twice), and at the end of the launch every region the kernel
+wrote is recorded in the side store, so that ``bounds_of`` and later PyTorch operations see it.
+
+Atomic ``fadd`` (split-K reductions): the order of the updates is unknown, so the bound must hold
+for any order. The updates of one address are collected (count m, the exact sum of the addends'
+enclosures, the sum of their magnitudes T) and resolved once, as the enclosure of an m-term sum
+in any order: ``c + sum v`` widened by gamma_m(u) (|c| + T) plus m smallest subnormals
+(Higham, section 3.1). Atomic max/min are exact and order-free. The value an atomic returns (the
+old value) depends on the schedule: its enclosure is the whole line, and reading an address that
+atomics of the same launch are still updating raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...adapters.torch import dtype_format, internal
+from ...errors import StaleBoundsError, UnsupportedOperation
+from ...formats import Format
+from ...interval.bounds import Provenance
+from ...interval.core import Interval, gamma
+from ...interval.rounding import down, up
+from ..store import STORE
+
+__all__ = ["LaunchMemory", "Region"]
+
+_U64 = 2.0**-53
+
+
+@dataclass
+class _Atomics:
+    """Pending atomic additions into a region, per element."""
+
+    count: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    magnitude: np.ndarray
+
+
+@dataclass
+class Region:
+    """One storage a kernel may address: ``owner`` is a tensor argument over it."""
+
+    owner: torch.Tensor
+    base: int
+    nbytes: int
+    itemsize: int
+    fmt: Format | None
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    provenance: Provenance = field(default_factory=Provenance)
+    notes: list[str] = field(default_factory=list)
+    written: bool = False
+    atomics: _Atomics | None = None
+
+    @property
+    def length(self) -> int:
+        return self.nbytes // self.itemsize
+
+    def flat(self) -> torch.Tensor:
+        """The whole storage as a 1-d tensor sharing the owner's version counter."""
+        with internal(), torch.no_grad():
+            return self.owner.as_strided((self.length,), (1,), 0)
+
+    def load_bounds(self) -> None:
+        """Read the region's enclosure from the side store (or its values, exact) once."""
+        if self.lo is not None:
+            return
+        flat = self.flat()
+        try:
+            record = STORE.record_of(flat)
+        except StaleBoundsError:
+            STORE.forget(flat)
+            record = None
+            self.notes.append(
+                f"an argument of shape {tuple(self.owner.shape)} was modified outside tracking "
+                "after its bounds were recorded; its current value was taken as exact"
+            )
+        if record is not None:
+            self.lo = record.lo.copy()
+            self.hi = self.lo if record.hi is record.lo else record.hi.copy()
+            self.provenance = record.provenance
+            self.notes.extend(record.notes)
+            return
+        with internal(), torch.no_grad():
+            values = flat.detach().to(torch.float64).numpy().copy()
+        self.lo = self.hi = values
+
+
+class LaunchMemory:
+    """The regions of one kernel launch, addressed by pointer values."""
+
+    def __init__(self, tensors: list[torch.Tensor]) -> None:
+        regions: dict[int, Region] = {}
+        for t in tensors:
+            storage = t.untyped_storage()
+            if storage.nbytes() == 0 or storage.data_ptr() in regions:
+                continue
+            regions[storage.data_ptr()] = Region(
+                t, storage.data_ptr(), storage.nbytes(), t.element_size(), dtype_format(t.dtype)
+            )
+        self.regions = sorted(regions.values(), key=lambda r: r.base)
+        self._bases = np.array([r.base for r in self.regions], dtype=np.uint64)
+
+    def _locate(
+        self, addresses: np.ndarray, fmt: Format | None, itemsize: int, where: str
+    ) -> list[tuple[Region, np.ndarray, np.ndarray]]:
+        """(region, lane mask, element index) for each region the addresses fall in."""
+        flat = addresses.reshape(-1)
+        which = np.searchsorted(self._bases, flat, side="right").astype(np.int64) - 1
+        found = []
+        for number in np.unique(which):
+            lanes = which == number
+            if number < 0:
+                raise UnsupportedOperation(
+                    "a load or store outside every tensor argument", where=where, how=_OUTSIDE
+                )
+            region = self.regions[int(number)]
+            offsets = flat[lanes] - np.uint64(region.base)
+            if (offsets >= np.uint64(region.nbytes)).any():
+                raise UnsupportedOperation(
+                    "a load or store outside every tensor argument", where=where, how=_OUTSIDE
+                )
+            if itemsize != region.itemsize or (offsets % np.uint64(itemsize)).any():
+                self._check_reinterpretable(region, where)
+            if fmt is not None and region.fmt is not None and fmt.name != region.fmt.name:
+                self._check_reinterpretable(region, where)
+            found.append((region, lanes, (offsets // np.uint64(itemsize)).astype(np.int64)))
+        return found
+
+    @staticmethod
+    def _check_reinterpretable(region: Region, where: str) -> None:
+        region.load_bounds()
+        if region.hi is not region.lo or region.atomics is not None:
+            raise UnsupportedOperation(
+                "reading tracked memory through a pointer of another element type",
+                where=where,
+                how="load it with its own element type, or run this kernel outside fp.track()",
+            )
+
+    def load(
+        self,
+        addresses: np.ndarray,
+        mask: np.ndarray,
+        other: Interval,
+        fmt: Format,
+        itemsize: int,
+        where: str,
+    ) -> Interval:
+        """The enclosure of a masked load; ``other`` where the mask is off."""
+        shape = addresses.shape
+        mask = np.broadcast_to(mask, shape).reshape(-1)
+        lo = np.array(np.broadcast_to(other.lo, shape), dtype=np.float64).reshape(-1)
+        hi = lo if other.is_point else np.array(np.broadcast_to(other.hi, shape)).reshape(-1)
+        if not mask.any():
+            return Interval(lo.reshape(shape), hi.reshape(shape))
+        lanes_on = np.flatnonzero(mask)
+        for region, lanes, index in self._locate(
+            addresses.reshape(-1)[lanes_on], fmt, itemsize, where
+        ):
+            region.load_bounds()
+            if region.hi is region.lo:
+                continue  # exact memory: the loaded data is the value
+            if region.atomics is not None and (region.atomics.count[index] > 0).any():
+                raise UnsupportedOperation(
+                    "a load of an address that atomics of the same launch update",
+                    where=where,
+                    how="its value depends on the order the programs run in; read it after "
+                    "the launch",
+                )
+            assert region.lo is not None
+            assert region.hi is not None
+            if hi is lo:
+                hi = lo.copy()
+            target = lanes_on[lanes]
+            lo[target] = region.lo[index]
+            hi[target] = region.hi[index]
+        return Interval(lo.reshape(shape), hi.reshape(shape))
+
+    def loaded_provenance(self) -> Provenance:
+        return Provenance().merge(*(r.provenance for r in self.regions if r.lo is not None))
+
+    def store(
+        self,
+        addresses: np.ndarray,
+        mask: np.ndarray,
+        value: Interval,
+        fmt: Format,
+        itemsize: int,
+        where: str,
+    ) -> None:
+        """Record a masked store of ``value`` (already rounded to the element type)."""
+        shape = addresses.shape
+        mask = np.broadcast_to(mask, shape).reshape(-1)
+        lanes_on = np.flatnonzero(mask)
+        if lanes_on.size == 0:
+            return
+        v_lo = np.broadcast_to(value.lo, shape).reshape(-1)[lanes_on]
+        v_hi = np.broadcast_to(value.hi, shape).reshape(-1)[lanes_on]
+        for region, lanes, index in self._locate(
+            addresses.reshape(-1)[lanes_on], fmt, itemsize, where
+        ):
+            region.load_bounds()
+            assert region.lo is not None
+            assert region.hi is not None
+            self._resolve(region, index)
+            region.written = True
+            if value.is_point and region.hi is region.lo:
+                region.lo[index] = v_lo[lanes]  # stays exact
+                continue
+            if region.hi is region.lo:
+                region.hi = region.lo.copy()
+            region.lo[index] = np.inf
+            region.hi[index] = -np.inf
+            np.minimum.at(region.lo, index, v_lo[lanes])
+            np.maximum.at(region.hi, index, v_hi[lanes])
+
+    def atomic(
+        self,
+        op: str,
+        addresses: np.ndarray,
+        mask: np.ndarray,
+        value: Interval,
+        fmt: Format,
+        itemsize: int,
+        where: str,
+    ) -> None:
+        """Record an atomic ``fadd``, ``max`` or ``min`` of ``value`` (any order)."""
+        shape = addresses.shape
+        mask = np.broadcast_to(mask, shape).reshape(-1)
+        lanes_on = np.flatnonzero(mask)
+        if lanes_on.size == 0:
+            return
+        v_lo = np.broadcast_to(value.lo, shape).reshape(-1)[lanes_on]
+        v_hi = np.broadcast_to(value.hi, shape).reshape(-1)[lanes_on]
+        for region, lanes, index in self._locate(
+            addresses.reshape(-1)[lanes_on], fmt, itemsize, where
+        ):
+            region.load_bounds()
+            assert region.lo is not None
+            region.written = True
+            if region.hi is region.lo:
+                region.hi = region.lo.copy()
+            assert region.hi is not None
+            if op == "max":
+                np.maximum.at(region.lo, index, v_lo[lanes])
+                np.maximum.at(region.hi, index, v_hi[lanes])
+                continue
+            if op == "min":
+                np.minimum.at(region.lo, index, v_lo[lanes])
+                np.minimum.at(region.hi, index, v_hi[lanes])
+                continue
+            if region.atomics is None:
+                n = region.length
+                region.atomics = _Atomics(np.zeros(n, np.int64), *(np.zeros(n) for _ in range(3)))
+            acc = region.atomics
+            with np.errstate(invalid="ignore", over="ignore"):
+                np.add.at(acc.count, index, 1)
+                np.add.at(acc.lo, index, v_lo[lanes])
+                np.add.at(acc.hi, index, v_hi[lanes])
+                np.add.at(
+                    acc.magnitude, index, np.maximum(np.abs(v_lo[lanes]), np.abs(v_hi[lanes]))
+                )
+            region.fmt = fmt
+
+    @staticmethod
+    def _resolve(region: Region, index: np.ndarray | None = None) -> None:
+        """Turn pending atomic additions (at ``index``, or everywhere) into enclosures."""
+        acc = region.atomics
+        if acc is None or region.fmt is None:
+            return
+        assert region.lo is not None
+        assert region.hi is not None
+        where = np.flatnonzero(acc.count) if index is None else index[acc.count[index] > 0]
+        if where.size == 0:
+            return
+        fmt = region.fmt
+        m = acc.count[where].astype(np.float64)
+        c_lo, c_hi = region.lo[where], region.hi[where]
+        with np.errstate(invalid="ignore", over="ignore"):
+            top = float(m.max()) + 2
+            total = up(
+                (np.maximum(np.abs(c_lo), np.abs(c_hi)) + acc.magnitude[where])
+                * (1 + 2 * gamma(int(top), _U64))
+            )
+            float64_error = up(total * gamma(int(top), _U64))
+            nu = up(m * fmt.unit_roundoff)
+            g = np.where(nu < 1, up(nu / down(1 - nu)), np.inf)
+            spread = up(up(g * total) + float64_error + m * fmt.smallest_subnormal)
+            lo = down(down(c_lo + acc.lo[where]) - spread)
+            hi = up(up(c_hi + acc.hi[where]) + spread)
+            overflow = ~(total < fmt.max_finite) | np.isnan(lo) | np.isnan(hi)
+        enclosure = Interval(np.where(overflow, -np.inf, lo), np.where(overflow, np.inf, hi))
+        rounded = enclosure.to_format(fmt)
+        region.lo[where] = np.where(overflow, -np.inf, rounded.lo)
+        region.hi[where] = np.where(overflow, np.inf, rounded.hi)
+        acc.count[where] = 0
+        acc.lo[where] = acc.hi[where] = acc.magnitude[where] = 0.0
+
+    def finish(self, *, provenance: Provenance, notes: tuple[str, ...], mode: str) -> None:
+        """Record every region the launch wrote in the side store."""
+        loaded = self.loaded_provenance()
+        for region in self.regions:
+            if not region.written or region.fmt is None:
+                continue
+            self._resolve(region)
+            assert region.lo is not None
+            assert region.hi is not None
+            interval = (
+                Interval.point(region.lo)
+                if region.hi is region.lo
+                else Interval(region.lo, region.hi)
+            )
+            STORE.write(
+                region.flat(),
+                interval,
+                provenance=loaded.merge(provenance),
+                mode=mode,
+                notes=tuple(dict.fromkeys([*region.notes, *notes])),
+            )
+
+
+_OUTSIDE = (
+    "every pointer a tracked kernel uses must point into one of its tensor arguments; "
+    "run this kernel outside fp.track()"
+)
+
+
+def tensors_of(value: Any) -> list[torch.Tensor]:
+    """The tensors among a launch's arguments (inside tuples, descriptors and wrappers)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    base = getattr(value, "base", None)
+    if isinstance(base, torch.Tensor):
+        return [base]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in tensors_of(item)]
+    return []
