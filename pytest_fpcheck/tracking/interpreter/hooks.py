@@ -395,6 +395,7 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _STATE.launch = None
         state.memory.finish(
+            kernel=kernel,
             provenance=state.provenance(),
             notes=(f"bounded by the instrumented Triton interpreter (kernel {kernel})",),
             mode=state.mode,

@@ -28,7 +28,7 @@ import torch
 from ...adapters.torch import dtype_format, internal
 from ...errors import StaleBoundsError, UnsupportedOperation
 from ...formats import Format
-from ...interval.bounds import Provenance
+from ...interval.bounds import Provenance, contains
 from ...interval.core import Interval, gamma
 from ...interval.rounding import down, up
 from ..store import STORE
@@ -308,9 +308,13 @@ class LaunchMemory:
         acc.count[where] = 0
         acc.lo[where] = acc.hi[where] = acc.magnitude[where] = 0.0
 
-    def finish(self, *, provenance: Provenance, notes: tuple[str, ...], mode: str) -> None:
-        """Record every region the launch wrote in the side store."""
+    def finish(
+        self, *, kernel: str, provenance: Provenance, notes: tuple[str, ...], mode: str
+    ) -> None:
+        """Record every region the launch wrote in the side store. The interpreter's results
+        must lie inside: one that does not was computed wrongly by the interpreter itself."""
         loaded = self.loaded_provenance()
+        wrong = total = 0
         for region in self.regions:
             if not region.written or region.fmt is None:
                 continue
@@ -322,12 +326,27 @@ class LaunchMemory:
                 if region.hi is region.lo
                 else Interval(region.lo, region.hi)
             )
+            with internal(), torch.no_grad():
+                values = region.flat().detach().to(torch.float64).numpy()
+            wrong += int((~contains(region.lo, region.hi, values)).sum())
+            total += values.size
             STORE.write(
                 region.flat(),
                 interval,
                 provenance=loaded.merge(provenance),
                 mode=mode,
                 notes=tuple(dict.fromkeys([*region.notes, *notes])),
+            )
+        if wrong:
+            import triton
+
+            raise UnsupportedOperation(
+                f"the result of Triton kernel {kernel!r}",
+                how=f"{wrong} of {total} stored values lie outside the bounds of IEEE "
+                f"arithmetic: Triton's interpreter ({triton.__version__}) computed them wrongly "
+                "(triton 3.9 adds and multiplies bfloat16 bit patterns as integers, and "
+                "mis-rounds float8 conversions that underflow); the bounds are recorded, but "
+                "the values are not what a GPU computes: compute in float32 inside the kernel",
             )
 
 

@@ -1,0 +1,161 @@
+"""Behaviour of the instrumented Triton interpreter beyond containment: masks, errors, taint,
+provenance, the hand-over to PyTorch, and the scope of the instrumentation."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import numpy as np
+import pytest
+
+import pytest_fpcheck as fp
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+interpreter = pytest.importorskip("triton.runtime.interpreter")
+
+from pytest_fpcheck.tracking.interpreter import hooks  # noqa: E402
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, OTHER: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets, mask=offsets < n, other=OTHER)
+    tl.store(out_ptr + offsets, x * 3.0)
+
+
+def test_masked_off_lanes_take_other_exactly_and_loads_read_recorded_bounds() -> None:
+    with fp.track():
+        x = torch.linspace(0.1, 0.9, 8) / 3  # rounded: x carries bounds
+        out = torch.empty(8)
+        scale_kernel[(1,)](x, out, 5, OTHER=2.5, BLOCK=8)
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    assert (bounds.lo[5:] == 7.5).all() and (bounds.hi[5:] == 7.5).all()
+    assert (bounds.radius[:5] > 0).all()
+    assert "scale_kernel" in bounds.provenance.describe()
+
+
+def test_pytorch_operations_continue_from_a_kernels_bounds() -> None:
+    x = torch.rand(8)
+    with fp.track():
+        out = torch.empty(8)
+        scale_kernel[(1,)](x, out, 8, OTHER=0.0, BLOCK=8)
+        doubled = (out / 7.0) * 2
+    inner, outer = fp.bounds_of(out), fp.bounds_of(doubled)
+    assert inner is not None and outer is not None
+    assert (outer.radius >= inner.radius * 2 / 7).all()
+    assert (outer.radius > 0).all()
+
+
+def test_a_kernels_output_modified_outside_tracking_is_stale() -> None:
+    with fp.track():
+        out = torch.empty(8)
+        scale_kernel[(1,)](torch.rand(8), out, 8, OTHER=0.0, BLOCK=8)
+    out.add_(1.0)
+    with pytest.raises(fp.StaleBoundsError, match="modified in place"):
+        fp.bounds_of(out)
+
+
+@triton.jit
+def product_reduce_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr, tl.reduce(x, 0, _times_plus))
+
+
+@triton.jit
+def _times_plus(a, b):  # type: ignore[no-untyped-def]
+    return a * b + a
+
+
+@triton.jit
+def add_reduce_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr, tl.reduce(x, 0, _plus))
+
+
+@triton.jit
+def _plus(a, b):  # type: ignore[no-untyped-def]
+    return a + b
+
+
+def test_reduce_with_an_add_combine_is_bounded_like_a_sum() -> None:
+    x = torch.rand(16) * 1000
+    out = torch.empty(1)
+    with fp.track():
+        add_reduce_kernel[(1,)](x, out, BLOCK=16)
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    exact = float(np.sum(x.double().numpy()))
+    assert bounds.lo[0] <= exact <= bounds.hi[0]
+    assert bounds.radius[0] > 0
+
+
+def test_reduce_with_another_combine_raises_naming_it() -> None:
+    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="'_times_plus'"):
+        product_reduce_kernel[(1,)](torch.rand(16), torch.empty(1), BLOCK=16)
+
+
+@triton.jit
+def argmax_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr, tl.argmax(x / 3.0, axis=0))
+
+
+def test_storing_an_argmax_that_rounding_may_change_raises() -> None:
+    x = torch.tensor([1.0, 1 + 2**-23, 0.5, 0.25])  # x / 3 (2 ULP): the top two overlap
+    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="depends on rounding"):
+        argmax_kernel[(1,)](x, torch.empty(1, dtype=torch.int32), BLOCK=4)
+    decided = torch.tensor([1.0, 4.0, 0.5, 0.25])
+    out = torch.empty(1, dtype=torch.int32)
+    with fp.track():
+        argmax_kernel[(1,)](decided, out, BLOCK=4)
+    assert out.item() == 1
+
+
+@triton.jit
+def bf16_add_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+
+
+def test_values_the_interpreter_computes_wrongly_are_refused() -> None:
+    """Triton 3.9's interpreter adds bfloat16 bit patterns as integers: what it stores lies
+    outside the bounds of real bfloat16 arithmetic, and tracking says so at the launch."""
+    x = torch.tensor([0.5, 1.5, 2.0, -1.0], dtype=torch.bfloat16)
+    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="computed them wrongly"):
+        bf16_add_kernel[(1,)](x, x, torch.empty_like(x), BLOCK=4)
+
+
+def test_a_compiled_launch_under_tracking_raises() -> None:
+    from triton.runtime.jit import JITFunction
+
+    compiled = JITFunction(scale_kernel.fn)
+    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="TRITON_INTERPRET=1"):
+        compiled[(1,)](torch.rand(8), torch.empty(8), 8, OTHER=0.0, BLOCK=8)
+
+
+def test_an_unsupported_triton_release_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(triton, "__version__", "2.1.0")
+    with pytest.raises(
+        fp.UnsupportedOperation, match=r"triton 2\.1\.0.*supports triton 3\.0 to 3\.9"
+    ):
+        hooks._check_version()
+
+
+def test_the_interpreter_is_instrumented_only_inside_track() -> None:
+    builder = interpreter.interpreter_builder
+    assert "create_fadd" not in vars(builder)
+    with fp.track():
+        assert "create_fadd" in vars(builder)
+        with fp.track():
+            assert "create_fadd" in vars(builder)
+        assert "create_fadd" in vars(builder)
+    assert "create_fadd" not in vars(builder)
+    assert interpreter.ReduceOps.__name__ == "ReduceOps"
+    out = torch.empty(8)
+    scale_kernel[(1,)](torch.rand(8), out, 8, OTHER=0.0, BLOCK=8)  # untracked: plain run
+    assert fp.bounds_of(out) is None
