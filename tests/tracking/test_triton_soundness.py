@@ -44,11 +44,14 @@ N = 8
 def _launch(run: Any, interpreter_exact: bool) -> None:
     """Run a launch; where the interpreter is known to compute wrongly (bfloat16 arithmetic,
     float8 underflow), tracking may refuse its values after recording the bounds."""
+    if interpreter_exact:
+        run()
+        return
     try:
         run()
     except fp.UnsupportedOperation as error:
-        assert not interpreter_exact, error
-        assert "computed them wrongly" in str(error)
+        if "computed them wrongly" not in str(error):
+            raise
 
 
 def _check(bounds: fp.Bounds, exact: list[mpmath.mpf | None], value: np.ndarray | None) -> None:
