@@ -34,7 +34,8 @@ def test_masked_off_lanes_take_other_exactly_and_loads_read_recorded_bounds() ->
         scale_kernel[(1,)](x, out, 5, OTHER=2.5, BLOCK=8)
     bounds = fp.bounds_of(out)
     assert bounds is not None
-    assert (bounds.lo[5:] == 7.5).all() and (bounds.hi[5:] == 7.5).all()
+    assert (bounds.lo[5:] == 7.5).all()
+    assert (bounds.hi[5:] == 7.5).all()
     assert (bounds.radius[:5] > 0).all()
     assert "scale_kernel" in bounds.provenance.describe()
 
@@ -46,7 +47,8 @@ def test_pytorch_operations_continue_from_a_kernels_bounds() -> None:
         scale_kernel[(1,)](x, out, 8, OTHER=0.0, BLOCK=8)
         doubled = (out / 7.0) * 2
     inner, outer = fp.bounds_of(out), fp.bounds_of(doubled)
-    assert inner is not None and outer is not None
+    assert inner is not None
+    assert outer is not None
     assert (outer.radius >= inner.radius * 2 / 7).all()
     assert (outer.radius > 0).all()
 
