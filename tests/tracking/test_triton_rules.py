@@ -132,12 +132,33 @@ def test_values_the_interpreter_computes_wrongly_are_refused() -> None:
         bf16_add_kernel[(1,)](x, x, torch.empty_like(x), BLOCK=4)
 
 
-def test_a_compiled_launch_under_tracking_raises() -> None:
+def test_a_compiled_launch_keeps_its_values_and_takes_bounds_from_an_interpreted_rerun(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No GPU here: a stand-in for the compiled kernel writes x * 3 (rounded as a GPU would),
+    invisibly to tracking; the bounds come from re-running the kernel in the interpreter on host
+    copies taken before the launch, with the inputs' own bounds."""
     from triton.runtime.jit import JITFunction
 
+    from pytest_fpcheck.adapters.torch import internal
+
+    def compiled_stand_in(self, *args, grid, warmup, **kwargs):  # type: ignore[no-untyped-def]
+        x, out = args[0], args[1]
+        with internal(), torch.no_grad():
+            out.copy_(x * 3.0)
+
+    monkeypatch.setattr(JITFunction, "run", compiled_stand_in)
     compiled = JITFunction(scale_kernel.fn)
-    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="TRITON_INTERPRET=1"):
-        compiled[(1,)](torch.rand(8), torch.empty(8), 8, OTHER=0.0, BLOCK=8)
+    with fp.track():
+        x = torch.linspace(0.1, 0.9, 8) / 3
+        out = torch.zeros(8)
+        compiled[(1,)](x, out, 8, OTHER=0.0, BLOCK=8)
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    assert bounds.contains(out.double().numpy()).all()
+    assert (bounds.radius > 0).all()  # x's own bounds were carried to the host copy
+    assert any("compiled kernel scale_kernel" in note for note in bounds.notes)
+    assert "compiled kernel" in fp.classify(out, (x.double() * 3)).report()
 
 
 def test_an_unsupported_triton_release_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

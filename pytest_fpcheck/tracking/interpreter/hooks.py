@@ -12,8 +12,9 @@ the process (reference counted), and restored when the last one closes; no file 
 * ``GridExecutor.__call__`` (a launch) sets up the launch's memory (:mod:`.memory`), runs the
   grid with PyTorch dispatch disabled (its host copies are plumbing, not the user's
   operations), and records what the kernel stored in the side store;
-* a compiled launch (``JITFunction.run``) under tracking raises: bounds come from the
-  interpreter, so the kernel must run with ``TRITON_INTERPRET=1``.
+* a compiled launch (``JITFunction.run``, a GPU without ``TRITON_INTERPRET=1``) keeps the
+  compiled kernel's values and takes the bounds from the instrumented interpreter re-running the
+  kernel on host copies of its arguments (:class:`HostCopies`).
 
 The hooks do nothing on threads that are not tracking, and nothing for launches outside a
 ``track()`` block. Supported triton releases: :data:`SUPPORTED` (checked on first use).
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FPCheckError, UnsupportedOperation
+from ...errors import FPCheckError, StaleBoundsError, UnsupportedOperation
 from ...interval.bounds import Provenance
 from ...interval.core import Interval
 from ..interpose import describe_location, user_frame
@@ -432,14 +433,104 @@ def _lang_patcher(original: Callable[..., Any], interpreter: Any, tl: Any) -> Ca
 
 
 def _compiled_guard(original: Callable[..., Any]) -> Callable[..., Any]:
-    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _active_tracker() is not None and not kwargs.get("warmup", False):
-            raise UnsupportedOperation(
-                f"a compiled launch of Triton kernel {getattr(self.fn, '__name__', '?')!r}",
-                how="fp.track() bounds Triton kernels through the interpreter: set "
-                "TRITON_INTERPRET=1 before the kernel is defined (the compiled run would "
-                "otherwise write results tracking cannot see)",
-            )
-        return original(self, *args, **kwargs)
+    """A compiled launch under tracking: the compiled kernel computes the values; the kernel is
+    then re-run by the instrumented interpreter on host copies of its arguments (taken before
+    the compiled run, with their bounds), and the bounds it records are moved to the device
+    tensors, with a note saying where value and bounds come from (issue 4, item 2)."""
+
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        tracker = _active_tracker()
+        if tracker is None or warmup or _launch() is not None:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        from triton.runtime.interpreter import InterpretedFunction
+
+        copies = HostCopies(tensors_of(list(args)) + tensors_of(list(kwargs.values())))
+        host_args = [copies.swap(a) for a in args]
+        host_kwargs = {k: copies.swap(v) for k, v in kwargs.items()}
+        result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        InterpretedFunction(self.fn).run(*host_args, grid=grid, warmup=False, **host_kwargs)
+        name = getattr(self.fn, "__name__", "kernel")
+        copies.move_bounds_back(
+            mode=tracker.mode,
+            note=f"value computed by the compiled kernel {name}; bounds by the instrumented "
+            "interpreter re-running it on host copies of its arguments",
+        )
+        return result
 
     return run
+
+
+class HostCopies:
+    """Host copies of a launch's argument storages, carrying their bounds."""
+
+    def __init__(self, tensors: list[Any]) -> None:
+        import torch
+
+        from ...adapters.torch import internal
+        from ..store import STORE
+
+        self._copies: dict[int, tuple[Any, Any, Any]] = {}
+        with internal(), torch.no_grad():
+            for t in tensors:
+                storage = t.untyped_storage()
+                key = storage.data_ptr()
+                if key in self._copies or storage.nbytes() == 0:
+                    continue
+                host = storage.cpu()
+                if host.data_ptr() == storage.data_ptr():
+                    host = host.clone()
+                length = storage.nbytes() // t.element_size()
+                flat = t.as_strided((length,), (1,), 0)
+                host_flat = torch.empty(0, dtype=t.dtype).set_(host, 0, (length,), (1,))
+                try:
+                    record = STORE.record_of(flat)
+                except StaleBoundsError:
+                    STORE.forget(flat)  # modified outside tracking: an exact input again
+                    record = None
+                if record is not None:
+                    interval = Interval(record.lo, record.hi)
+                    if record.hi is record.lo:
+                        interval = Interval.point(record.lo)
+                    STORE.write(
+                        host_flat,
+                        interval,
+                        provenance=record.provenance,
+                        mode=record.mode,
+                        notes=record.notes,
+                    )
+                self._copies[key] = (flat, host_flat, STORE.record_of(host_flat))
+
+    def swap(self, value: Any) -> Any:
+        """``value`` with each tensor replaced by the same view of its host copy."""
+        import torch
+
+        from ...adapters.torch import internal
+
+        if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() in self._copies:
+            host_flat = self._copies[value.untyped_storage().data_ptr()][1]
+            with internal(), torch.no_grad():
+                return host_flat.as_strided(value.shape, value.stride(), value.storage_offset())
+        if isinstance(value, tuple):
+            return tuple(self.swap(v) for v in value)
+        return value
+
+    def move_bounds_back(self, *, mode: str, note: str) -> None:
+        """Record the bounds the re-run wrote beside the device storages."""
+        from ..store import STORE
+
+        for flat, host_flat, before in self._copies.values():
+            record = STORE.record_of(host_flat)
+            if record is None or record is before:
+                continue
+            interval = (
+                Interval.point(record.lo)
+                if record.hi is record.lo
+                else Interval(record.lo, record.hi)
+            )
+            STORE.write(
+                flat,
+                interval,
+                provenance=record.provenance,
+                mode=mode,
+                notes=(*record.notes, note),
+            )
