@@ -182,3 +182,23 @@ def test_the_interpreter_is_instrumented_only_inside_track() -> None:
     out = torch.empty(8)
     scale_kernel[(1,)](torch.rand(8), out, 8, OTHER=0.0, BLOCK=8)  # untracked: plain run
     assert fp.bounds_of(out) is None
+
+
+@triton.jit
+def masked_softmax_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + cols, mask=cols < n, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + cols, e / tl.sum(e, axis=0), mask=cols < n)
+
+
+def test_masked_lanes_at_minus_infinity_keep_a_softmax_tight() -> None:
+    """exp(-inf) is exactly 0 (also for ex2.approx): the padding lanes add nothing."""
+    x = torch.randn(100)
+    y = torch.empty(100)
+    with fp.track():
+        masked_softmax_kernel[(1,)](x, y, 100, BLOCK=128)
+    bounds = fp.bounds_of(y)
+    assert bounds is not None
+    assert bounds.radius.max() < 1e-5
+    assert bounds.contains(torch.softmax(x.double(), 0).numpy()).all()

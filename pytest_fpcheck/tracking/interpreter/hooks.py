@@ -154,9 +154,8 @@ def _install(interpreter: Any) -> None:
     for name in dir(type(builder)):
         if name.startswith("create_") and name not in _PASS_THROUGH:
             _set(builder, name, _hooked(name, getattr(builder, name)))
-    active = lambda: _launch() is not None  # noqa: E731
-    _set(interpreter, "ReduceOps", instrumented_reduce_ops(interpreter.ReduceOps, tl, active))
-    _set(interpreter, "ScanOps", instrumented_scan_ops(interpreter.ScanOps, tl, active))
+    _set(interpreter, "ReduceOps", instrumented_reduce_ops(interpreter.ReduceOps, tl, _widened))
+    _set(interpreter, "ScanOps", instrumented_scan_ops(interpreter.ScanOps, tl, _widened))
     _set(interpreter.GridExecutor, "__call__", _launcher(interpreter.GridExecutor.__call__))
     _set(interpreter, "_patch_lang", _lang_patcher(interpreter._patch_lang, interpreter, tl))
     _set(JITFunction, "run", _compiled_guard(JITFunction.run))
@@ -190,14 +189,28 @@ def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return hook
 
 
+def _widened(before: Any, after: Any) -> bool:
+    """For reductions: whether a launch is being instrumented; if so, record how much the
+    reduction (from handles ``before`` to handles ``after``) widened its operands."""
+    launch = _launch()
+    if launch is None:
+        return False
+    if after is not None:
+        grown = _radius(after) - _radius(before)
+        if grown > 0:
+            launch.widened(launch.site(), grown)
+    return True
+
+
 def _radius(values: Any) -> float:
     """The largest radius among the float handles in ``values``."""
     widest = 0.0
     for value in values:
         lo = getattr(value, "attr", {}).get("fpcheck.lo")
         if lo is not None and lo.size:
+            hi = value.attr["fpcheck.hi"]
             with np.errstate(invalid="ignore", over="ignore"):
-                width = float(np.max(value.attr["fpcheck.hi"] - lo))
+                width = float(np.max(np.where(lo == hi, 0.0, hi - lo)))
             widest = max(widest, width / 2 if np.isfinite(width) else np.inf)
     return widest
 

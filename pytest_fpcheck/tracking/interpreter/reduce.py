@@ -90,13 +90,15 @@ def _prefix_bound(x: Interval, axis: int, u: float) -> Interval:
     return Interval(lo, hi)
 
 
-def instrumented_reduce_ops(base: type, tl: Any, active: Callable[[], bool]) -> type:
-    """A subclass of the interpreter's ``ReduceOps`` that attaches enclosures."""
+def instrumented_reduce_ops(base: type, tl: Any, active: Callable[[Any, Any], bool]) -> type:
+    """A subclass of the interpreter's ``ReduceOps`` that attaches enclosures. ``active(before,
+    after)`` says whether a launch is instrumented and records the widening from the input
+    handles to the output handles (``after=None``: only ask)."""
 
     class IntervalReduceOps(base):  # type: ignore[misc]
         def apply_impl(self, input: Any) -> Any:
             result = super().apply_impl(input)
-            if not active() or not any(h.is_floating(t.handle) for t in input):
+            if not active(None, None) or not any(h.is_floating(t.handle) for t in input):
                 return result
             kind = self._kind(input)
             outputs = result if isinstance(result, (tuple, list)) else (result,)
@@ -129,6 +131,7 @@ def instrumented_reduce_ops(base: type, tl: Any, active: Callable[[], bool]) -> 
                 if kind.startswith("arg"):
                     index = outputs[-1]
                     h.set_taint(index.handle, not _argument_decided(values, axes, kind))
+            active([t.handle for t in input], [t.handle for t in outputs])
             return result
 
         def _kind(self, input: Any) -> str:
@@ -185,12 +188,12 @@ def _unsupported(combine_fn: Any, what: str) -> Exception:
     )
 
 
-def instrumented_scan_ops(base: type, tl: Any, active: Callable[[], bool]) -> type:
+def instrumented_scan_ops(base: type, tl: Any, active: Callable[[Any, Any], bool]) -> type:
     """A subclass of the interpreter's ``ScanOps`` that attaches enclosures."""
 
     class IntervalScanOps(base):  # type: ignore[misc]
         def apply_impl(self, input: Any) -> Any:
-            if not active() or not any(h.is_floating(t.handle) for t in input):
+            if not active(None, None) or not any(h.is_floating(t.handle) for t in input):
                 return super().apply_impl(input)
             if self.combine_fn is tl.standard._sum_combine:
                 kind: str | None = "sum"
@@ -217,6 +220,7 @@ def instrumented_scan_ops(base: type, tl: Any, active: Callable[[], bool]) -> ty
             if self.reverse:
                 bound = Interval(np.flip(bound.lo, axis=axis), np.flip(bound.hi, axis=axis))
             h.set_interval(result[0].handle, bound.to_format(fmt))
+            active([x.handle], [result[0].handle])
             return result
 
     return IntervalScanOps

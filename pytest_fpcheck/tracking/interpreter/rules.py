@@ -281,15 +281,23 @@ def _approximate(op: KernelOp, function: Callable[[Any], Any], name: str, **kw: 
 
 @_rule("exp")
 def _exp(op: KernelOp) -> None:
+    """ex2.approx(x * log2 e): besides ex2's own error, the rounded argument moves the result
+    by a relative expm1(|x| 2u (1 + 2u)), element by element (nothing for x = -inf)."""
     x = op.interval(op.args[0])
-    with np.errstate(invalid="ignore"):
-        reach = float(np.nanmax(np.maximum(np.abs(x.lo), np.abs(x.hi)), initial=0.0))
-    # ex2.approx(x * log2 e): the rounded argument moves the result by |x| 2u (1 + 2u) relative
     fmt = op.fmt(op.result)
-    u = (_F32 if fmt.precision < 24 else fmt).unit_roundoff
-    argument = reach * 2 * u * (1 + 2 * u)
-    relative = math.expm1(argument) * (1 + 2**-40) if argument < 700 else math.inf
-    _approximate(op, np.exp, "exp", relative=relative)
+    compute = _F32 if fmt.precision < 24 else fmt
+    ulps, absolute = TRITON_ERRORS["exp"]
+    base = ew.library_function(np.exp, x, _F64, compute, ulps)
+    u = compute.unit_roundoff
+    with np.errstate(invalid="ignore", over="ignore"):
+        argument = up(np.maximum(np.abs(x.lo), np.abs(x.hi)) * (2 * u * (1 + 2 * u)))
+        relative = np.where(argument < 700, up(np.expm1(np.minimum(argument, 700.0))), np.inf)
+        relative = np.where(np.isneginf(x.hi), 0.0, relative)  # exp(-inf) = 0 exactly
+        magnitude = np.maximum(np.abs(base.lo), np.abs(base.hi))
+        extra = np.where(magnitude == 0, 0.0, up(relative * magnitude))
+        extra = np.where(np.isnan(extra), np.inf, extra)
+        widened = Interval(down(base.lo - extra), up(base.hi + extra))
+    _set(op, _widen_relative(widened, compute, 0.0, absolute))
 
 
 @_rule("exp2")
