@@ -202,3 +202,21 @@ def test_masked_lanes_at_minus_infinity_keep_a_softmax_tight() -> None:
     assert bounds is not None
     assert bounds.radius.max() < 1e-5
     assert bounds.contains(torch.softmax(x.double(), 0).numpy()).all()
+
+
+@triton.jit
+def branching_kernel(x_ptr, out_ptr):  # type: ignore[no-untyped-def]
+    x = tl.load(x_ptr) / 3.0
+    if x > 1.0 / 3.0:
+        tl.store(out_ptr, x)
+    else:
+        tl.store(out_ptr, -x)
+
+
+def test_branching_on_a_comparison_rounding_may_flip_raises() -> None:
+    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="control flow"):
+        branching_kernel[(1,)](torch.tensor([1.0]), torch.empty(1))
+    out = torch.empty(1)
+    with fp.track():  # decided: 6 / 3 is far above 1 / 3
+        branching_kernel[(1,)](torch.tensor([6.0]), out)
+    assert out.item() == 2.0

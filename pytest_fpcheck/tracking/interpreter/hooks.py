@@ -440,6 +440,20 @@ def _lang_patcher(original: Callable[..., Any], interpreter: Any, tl: Any) -> Ca
             return tl.core.tensor(handle, tl.core.block_type(self.dtype, shape))
 
         scope.set_attr(tl.tensor, "T", property(transpose))
+        truth = tl.tensor.__bool__
+
+        def checked_truth(self: Any) -> bool:
+            if h.undecided(self.handle) is not None or h.tainted(self.handle):
+                launch = _launch()
+                raise UnsupportedOperation(
+                    "control flow on a comparison that rounding may flip",
+                    where=launch.site() if launch is not None else None,
+                    how="the other branch's results would not be bounded; branch on exact "
+                    "values, or select with tl.where (whose bound covers both branches)",
+                )
+            return bool(truth(self))
+
+        scope.set_attr(tl.tensor, "__bool__", checked_truth)
         return scope
 
     return patch
