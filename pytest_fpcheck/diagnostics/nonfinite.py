@@ -41,6 +41,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+import numpy as np
 import torch
 
 from ..adapters.torch import internal
@@ -286,8 +287,17 @@ class Watch(Interposer):
         return flow_text(self.flow(event))
 
     def __enter__(self) -> Watch:
+        from ..tracking.interpreter import hooks
+
+        hooks.attach()
         super().__enter__()
         return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from ..tracking.interpreter import hooks
+
+        super().__exit__(*exc)
+        hooks.detach()
 
     def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
         func = call.func
@@ -356,21 +366,55 @@ class Watch(Interposer):
 
     def _record(self, call: OpCall, dtype: torch.dtype, kind: str, count: int) -> Event:
         dtype_name = str(dtype).removeprefix("torch.")
-        key: EventKey = (call.packet, call.module_path, call.source, dtype_name, kind)
+        return self._record_at(
+            (call.packet, call.module_path, call.source, dtype_name, kind), count
+        )
+
+    def _record_at(self, key: EventKey, count: int) -> Event:
         event = self._events.get(key)
         if event is None:
-            event = Event(
-                call.packet,
-                call.module_path,
-                call.source,
-                dtype_name,
-                kind,
-                order=len(self._events),
-            )
+            event = Event(*key, order=len(self._events))
             self._events[key] = event
         event.count += count
         event.calls += 1
         return event
+
+    def kernel_operation(
+        self,
+        op: str,
+        source: tuple[str, int] | None,
+        dtype: str,
+        smallest_normal: float,
+        inputs: list[np.ndarray],
+        output: np.ndarray,
+        divisions_by_zero: int = 0,
+    ) -> None:
+        """Watch one operation of an interpreted Triton kernel (``op`` names the kernel and the
+        operation): its float64 ``inputs`` and ``output`` values, by the same rules as an ATen
+        operation (the instrumented interpreter calls this, see
+        :mod:`pytest_fpcheck.tracking.interpreter.hooks`)."""
+        self.operations += 1
+        found: dict[str, int] = {}
+        with np.errstate(invalid="ignore"):
+            magnitude = np.abs(output)
+            if "nan" in self._watched:
+                found["nan"] = int(np.isnan(output).sum())
+            if "inf" in self._watched:
+                found["inf"] = int(np.isinf(output).sum())
+            if "subnormal" in self._watched:
+                found["subnormal"] = int(((magnitude > 0) & (magnitude < smallest_normal)).sum())
+        if "div0" in self._watched:
+            found["div0"] = divisions_by_zero
+        found = {kind: count for kind, count in found.items() if count}
+        if not found:
+            return
+        finite = all(np.isfinite(values).all() for values in inputs)
+        with np.errstate(invalid="ignore"):
+            subnormal = any(((np.abs(v) > 0) & (np.abs(v) < smallest_normal)).any() for v in inputs)
+        for kind, count in found.items():
+            event = self._record_at((op, "", source, dtype, kind), count)
+            if kind == "div0" or (finite and (kind != "subnormal" or not subnormal)):
+                event.appeared = True
 
 
 def watch_nonfinite(*, kinds: Iterable[str] = KINDS) -> Watch:

@@ -16,8 +16,10 @@ the process (reference counted), and restored when the last one closes; no file 
   compiled kernel's values and takes the bounds from the instrumented interpreter re-running the
   kernel on host copies of its arguments (:class:`HostCopies`).
 
-The hooks do nothing on threads that are not tracking, and nothing for launches outside a
-``track()`` block. Supported triton releases: :data:`SUPPORTED` (checked on first use).
+``fp.watch_nonfinite()`` uses the same hooks: each computing operation of a watched launch is
+shown to the watch (:meth:`Launch.observe`), so NaN, Inf, subnormals and divisions by zero that
+appear inside a kernel are reported at the kernel's source line. The hooks do nothing on threads
+that are neither tracking nor watching, and nothing for launches outside such a block. Supported triton releases: :data:`SUPPORTED` (checked on first use).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from ..interpose import describe_location, user_frame
 from . import handles as h
 from .memory import LaunchMemory, tensors_of
 from .reduce import instrumented_reduce_ops, instrumented_scan_ops, record_call
-from .rules import RULES, KernelOp
+from .rules import NAN_PROPAGATING, RULES, KernelOp
 
 __all__ = ["SUPPORTED", "attach", "detach"]
 
@@ -66,14 +68,53 @@ _RESTORE: list[tuple[Any, str, Any]] = []
 _STATE = threading.local()
 
 
+#: Operations the non-finite watch examines (they compute; data movement only carries values).
+WATCHED = (NAN_PROPAGATING - {"and"}) | {"dot"}
+_DIVISIONS = frozenset({"fdiv", "precise_divf", "approx_divf"})
+
+
 @dataclass
 class Launch:
-    """One instrumented kernel launch."""
+    """One instrumented kernel launch: bounded (``memory``, under ``fp.track()``), watched
+    (``watch``, under ``fp.watch_nonfinite()``), or both."""
 
     kernel: str
-    memory: LaunchMemory
+    memory: LaunchMemory | None
     mode: str
+    watch: Any = None
     widenings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def bounded(self) -> LaunchMemory:
+        """The memory of a bounded launch (memory rules run only for those)."""
+        assert self.memory is not None
+        return self.memory
+
+    def observe(self, name: str, args: tuple[Any, ...], result: Any) -> None:
+        """Show a computing operation's values to the non-finite watch."""
+        if self.watch is None or name not in WATCHED or not h.is_floating(result):
+            return
+        try:
+            fmt = h.format_of_type(result.dtype)
+        except UnsupportedOperation:
+            return  # a float8 variant without a format: nothing to classify it by
+        operands = [a for a in args if hasattr(a, "attr") and h.is_floating(a)]
+        inputs = [h.decode(np.asarray(a.data), h.format_of_type(a.dtype)) for a in operands]
+        divisions = 0
+        if name in _DIVISIONS and len(inputs) == 2:
+            dividend, divisor = np.broadcast_arrays(*inputs)
+            divisions = int(((divisor == 0) & np.isfinite(dividend)).sum())
+        elif name == "rsqrt" and inputs:
+            divisions = int((inputs[0] == 0).sum())
+        self.watch.kernel_operation(
+            f"{self.kernel}.{name}",
+            user_frame(),
+            fmt.name,
+            fmt.smallest_normal,
+            inputs,
+            h.decode(np.asarray(result.data), fmt),
+            divisions,
+        )
 
     def site(self) -> str:
         location = describe_location(user_frame(), "")
@@ -170,6 +211,10 @@ def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         launch = _launch()
         if launch is None:
             return original(*args)
+        if launch.memory is None:  # watched, not bounded
+            result = original(*args)
+            launch.observe(short, args, result)
+            return result
         if memory_rule is not None:
             return memory_rule(launch, original, args)
         result = original(*args)
@@ -183,6 +228,7 @@ def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         grown = _radius(result if isinstance(result, tuple) else (result,)) - before
         if grown > 0:
             launch.widened(op.where(), grown)
+        launch.observe(short, args, result)
         return result
 
     hook.__name__ = name
@@ -193,7 +239,7 @@ def _widened(before: Any, after: Any) -> bool:
     """For reductions: whether a launch is being instrumented; if so, record how much the
     reduction (from handles ``before`` to handles ``after``) widened its operands."""
     launch = _launch()
-    if launch is None:
+    if launch is None or launch.memory is None:
         return False
     if after is not None:
         grown = _radius(after) - _radius(before)
@@ -257,7 +303,7 @@ def _masked_load(launch: Launch, original: Callable[..., Any], args: tuple[Any, 
     fill = h.interval_of(other, fmt) if other is not None else Interval.point(np.zeros(()))
     addresses = np.asarray(ptrs.data)
     lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
-    enclosure = launch.memory.load(addresses, lanes, fill, fmt, itemsize, op.where())
+    enclosure = launch.bounded.load(addresses, lanes, fill, fmt, itemsize, op.where())
     _STATE.last_load = enclosure
     if enclosure.is_point or (
         np.array_equal(enclosure.lo, enclosure.hi) and not _has_nan(enclosure)
@@ -287,7 +333,7 @@ def _masked_store(launch: Launch, original: Callable[..., Any], args: tuple[Any,
     fmt = h.format_of_type(pointee, where=op.where())
     addresses = np.asarray(ptrs.data)
     lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
-    launch.memory.store(addresses, lanes, h.interval_of(value, fmt), fmt, itemsize, op.where())
+    launch.bounded.store(addresses, lanes, h.interval_of(value, fmt), fmt, itemsize, op.where())
     return original(*args)
 
 
@@ -308,7 +354,7 @@ def _atomic_rmw(launch: Launch, original: Callable[..., Any], args: tuple[Any, .
     fmt = h.format_of_type(pointee, where=op.where())
     addresses = np.asarray(ptrs.data)
     lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
-    launch.memory.atomic(
+    launch.bounded.atomic(
         kind, addresses, lanes, h.interval_of(value, fmt), fmt, itemsize, op.where()
     )
     result = original(*args)
@@ -375,21 +421,32 @@ _MEMORY_RULES: dict[str, Callable[[Launch, Callable[..., Any], tuple[Any, ...]],
 # --- launches ----------------------------------------------------------------------------------
 
 
-def _active_tracker() -> Any:
+def _active(kind: type) -> Any:
+    """The innermost dispatch mode of ``kind`` on this thread, or None."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-    from ..track import Tracker
-
     for mode in reversed(_get_current_dispatch_mode_stack()):
-        if isinstance(mode, Tracker):
+        if isinstance(mode, kind):
             return mode
     return None
 
 
+def _active_tracker() -> Any:
+    from ..track import Tracker
+
+    return _active(Tracker)
+
+
+def _active_watch() -> Any:
+    from ...diagnostics.nonfinite import Watch
+
+    return _active(Watch)
+
+
 def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
     def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
-        tracker = _active_tracker()
-        if tracker is None or _launch() is not None:
+        tracker, watch = _active_tracker(), _active_watch()
+        if (tracker is None and watch is None) or _launch() is not None:
             return original(self, *args, **kwargs)
         from triton.runtime.errors import InterpreterError
 
@@ -397,7 +454,8 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
 
         tensors = tensors_of(list(args)) + tensors_of(list(kwargs.values()))
         kernel = getattr(self.fn, "__name__", "kernel")
-        state = Launch(kernel, LaunchMemory(tensors), tracker.mode)
+        memory = LaunchMemory(tensors) if tracker is not None else None
+        state = Launch(kernel, memory, tracker.mode if tracker else "rigorous", watch)
         _STATE.launch = state
         try:
             with internal():
@@ -408,13 +466,14 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
             raise
         finally:
             _STATE.launch = None
-        state.memory.finish(
-            kernel=kernel,
-            provenance=state.provenance(),
-            notes=(f"bounded by the instrumented Triton interpreter (kernel {kernel})",),
-            mode=state.mode,
-        )
-        tracker.ops += 1
+        if tracker is not None and memory is not None:
+            memory.finish(
+                kernel=kernel,
+                provenance=state.provenance(),
+                notes=(f"bounded by the instrumented Triton interpreter (kernel {kernel})",),
+                mode=state.mode,
+            )
+            tracker.ops += 1
         return result
 
     return launch
