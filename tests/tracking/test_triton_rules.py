@@ -220,3 +220,44 @@ def test_branching_on_a_comparison_rounding_may_flip_raises() -> None:
     with fp.track():  # decided: 6 / 3 is far above 1 / 3
         branching_kernel[(1,)](torch.tensor([6.0]), out)
     assert out.item() == 2.0
+
+
+@triton.jit
+def descriptor_kernel(x_desc, y_desc):  # type: ignore[no-untyped-def]
+    y_desc.store([0, 0], x_desc.load([0, 0]) / 3.0)
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_tensor_descriptor_loads_and_stores_are_bounded(tf32: bool) -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    x, y = torch.rand(8, 8) + 0.5, torch.empty(8, 8)
+    source = TensorDescriptor(x, list(x.shape), list(x.stride()), [8, 8], round_f32_to_tf32=tf32)
+    with fp.track():
+        descriptor_kernel[(1,)](source, TensorDescriptor.from_tensor(y, [8, 8]))
+    bounds = fp.bounds_of(y)
+    assert bounds is not None
+    assert bounds.contains((x.double() / 3).numpy()).all()
+    assert bounds.contains(y.double().numpy()).all()
+    # a TF32 descriptor rounds what it loads to 10 significand bits: 2**-11 relative, not 2**-24
+    assert (bounds.radius.max() > 1e-4) == tf32
+
+
+@triton.jit
+def rounded_other_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.arange(0, BLOCK)
+    fill = tl.full((BLOCK,), 1.0, tl.float32) / 3.0  # a rounded 'other'
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n, other=fill))
+
+
+def test_loaded_lanes_of_exact_memory_keep_their_values_beside_a_rounded_other() -> None:
+    x = torch.arange(8, dtype=torch.float32) + 10
+    out = torch.empty(8)
+    with fp.track():
+        rounded_other_kernel[(1,)](x, out, 5, BLOCK=8)
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    assert (bounds.lo[:5] == x[:5].numpy()).all()
+    assert (bounds.hi[:5] == x[:5].numpy()).all()
+    assert (bounds.lo[5:] < 1 / 3).all()
+    assert (bounds.hi[5:] > 1 / 3).all()

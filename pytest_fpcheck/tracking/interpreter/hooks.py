@@ -25,6 +25,7 @@ that are neither tracking nor watching, and nothing for launches outside such a 
 from __future__ import annotations
 
 import threading
+from functools import partial
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -207,17 +208,17 @@ def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     memory_rule = _MEMORY_RULES.get(short)
     rule = RULES.get(short)
 
-    def hook(*args: Any) -> Any:
+    def hook(*args: Any, **keywords: Any) -> Any:
         launch = _launch()
         if launch is None:
-            return original(*args)
+            return original(*args, **keywords)
         if launch.memory is None:  # watched, not bounded
-            result = original(*args)
+            result = original(*args, **keywords)
             launch.observe(short, args, result)
             return result
         if memory_rule is not None:
-            return memory_rule(launch, original, args)
-        result = original(*args)
+            return memory_rule(launch, partial(original, **keywords), args)
+        result = original(*args, **keywords)
         record_call(short, args)
         op = KernelOp(short, args, result, launch.site)
         if rule is None:
@@ -304,12 +305,11 @@ def _masked_load(launch: Launch, original: Callable[..., Any], args: tuple[Any, 
     addresses = np.asarray(ptrs.data)
     lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
     enclosure = launch.bounded.load(addresses, lanes, fill, fmt, itemsize, op.where())
-    _STATE.last_load = enclosure
-    if enclosure.is_point or (
-        np.array_equal(enclosure.lo, enclosure.hi) and not _has_nan(enclosure)
+    if not enclosure.is_point and (
+        not np.array_equal(enclosure.lo, enclosure.hi) or _has_nan(enclosure)
     ):
-        return result
-    h.set_interval(result, enclosure)
+        h.set_interval(result, enclosure)
+    _STATE.last_load = h.interval_of(result, fmt)
     return result
 
 

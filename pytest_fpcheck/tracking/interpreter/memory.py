@@ -170,8 +170,8 @@ class LaunchMemory:
             addresses.reshape(-1)[lanes_on], fmt, itemsize, where
         ):
             region.load_bounds()
-            if region.hi is region.lo:
-                continue  # exact memory: the loaded data is the value
+            assert region.lo is not None
+            assert region.hi is not None
             if region.atomics is not None and (region.atomics.count[index] > 0).any():
                 raise UnsupportedOperation(
                     "a load of an address that atomics of the same launch update",
@@ -179,13 +179,12 @@ class LaunchMemory:
                     how="its value depends on the order the programs run in; read it after "
                     "the launch",
                 )
-            assert region.lo is not None
-            assert region.hi is not None
-            if hi is lo:
-                hi = lo.copy()
             target = lanes_on[lanes]
-            lo[target] = region.lo[index]
-            hi[target] = region.hi[index]
+            if hi is lo and region.hi is not region.lo:
+                hi = lo.copy()
+            lo[target] = region.lo[index]  # exact memory: its values, not other's
+            if hi is not lo:
+                hi[target] = region.hi[index]
         return Interval(lo.reshape(shape), hi.reshape(shape))
 
     def loaded_provenance(self) -> Provenance:
