@@ -43,6 +43,9 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "OrderMismatch": ("pytest_fpcheck.diagnostics.order", "OrderMismatch"),
     "OrderRevealError": ("pytest_fpcheck.diagnostics.order", "OrderRevealError"),
     "NondeterministicOrder": ("pytest_fpcheck.diagnostics.order", "NondeterministicOrder"),
+    "emulate": ("pytest_fpcheck.emulate", None),
+    "probe_matmul": ("pytest_fpcheck.diagnostics.probe", "probe_matmul"),
+    "MatmulFeatures": ("pytest_fpcheck.diagnostics.probe", "MatmulFeatures"),
     "Bounds": ("pytest_fpcheck.interval.bounds", "Bounds"),
     "track": ("pytest_fpcheck.tracking.track", "track"),
     "Tracker": ("pytest_fpcheck.tracking.track", "Tracker"),
@@ -62,6 +65,7 @@ __all__ = [
     "Format",
     "InternalError",
     "InvalidArgument",
+    "MatmulFeatures",
     "NonFiniteAppeared",
     "NonFiniteWarning",
     "NondeterministicOrder",
@@ -81,11 +85,13 @@ __all__ = [
     "bounds_of",
     "classify",
     "dual_delta",
+    "emulate",
     "format_of",
     "formats",
     "hull",
     "interval",
     "order",
+    "probe_matmul",
     "reveal_order",
     "roundoff_bounds",
     "strategies",
@@ -94,6 +100,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from . import emulate as emulate
     from . import formats as formats
     from . import interval as interval
     from . import strategies as strategies
@@ -109,6 +116,8 @@ if TYPE_CHECKING:
     from .diagnostics.order import SummationTree as SummationTree
     from .diagnostics.order import assert_same_order as assert_same_order
     from .diagnostics.order import reveal_order as reveal_order
+    from .diagnostics.probe import MatmulFeatures as MatmulFeatures
+    from .diagnostics.probe import probe_matmul as probe_matmul
     from .dualdelta.result import DualDeltaResult as DualDeltaResult
     from .dualdelta.run import assert_dual_delta as assert_dual_delta
     from .dualdelta.run import dual_delta as dual_delta

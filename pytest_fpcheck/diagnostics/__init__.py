@@ -1,7 +1,8 @@
-"""Diagnostics that sit beside the bounds chain: accumulation orders (FPRev, ``order``) and
-where non-finite values appear (GPU-FPX, ``nonfinite``); cause isolation (CIEL) and
-matrix-multiply probes (FTTN) are to come.
+"""Diagnostics that sit beside the bounds chain: accumulation orders (FPRev, ``order``), where
+non-finite values appear (GPU-FPX, ``nonfinite``), how a matmul rounds (FTTN, ``probe``) and
+which operations cause an inconsistency (CIEL, ``isolate``).
 
 Each diagnostic lives in its own module and is reached through the package root
-(``fp.reveal_order``, ``fp.order``, ``fp.watch_nonfinite``); nothing here is imported eagerly.
+(``fp.reveal_order``, ``fp.order``, ``fp.watch_nonfinite``, ``fp.probe_matmul``,
+``fp.isolate``); nothing here is imported eagerly.
 """
