@@ -44,6 +44,9 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "OrderRevealError": ("pytest_fpcheck.diagnostics.order", "OrderRevealError"),
     "NondeterministicOrder": ("pytest_fpcheck.diagnostics.order", "NondeterministicOrder"),
     "emulate": ("pytest_fpcheck.emulate", None),
+    "isolate": ("pytest_fpcheck.diagnostics.isolate", "isolate"),
+    "Isolation": ("pytest_fpcheck.diagnostics.isolate", "Isolation"),
+    "Site": ("pytest_fpcheck.diagnostics.isolate", "Site"),
     "probe_matmul": ("pytest_fpcheck.diagnostics.probe", "probe_matmul"),
     "MatmulFeatures": ("pytest_fpcheck.diagnostics.probe", "MatmulFeatures"),
     "Bounds": ("pytest_fpcheck.interval.bounds", "Bounds"),
@@ -65,6 +68,7 @@ __all__ = [
     "Format",
     "InternalError",
     "InvalidArgument",
+    "Isolation",
     "MatmulFeatures",
     "NonFiniteAppeared",
     "NonFiniteWarning",
@@ -72,6 +76,7 @@ __all__ = [
     "OrderMismatch",
     "OrderRevealError",
     "RoundoffMismatch",
+    "Site",
     "StaleBoundsError",
     "SummationTree",
     "Tracker",
@@ -90,6 +95,7 @@ __all__ = [
     "formats",
     "hull",
     "interval",
+    "isolate",
     "order",
     "probe_matmul",
     "reveal_order",
@@ -108,6 +114,9 @@ if TYPE_CHECKING:
     from .assertions.verdict import Verdict as Verdict
     from .assertions.verdict import classify as classify
     from .diagnostics import order as order
+    from .diagnostics.isolate import Isolation as Isolation
+    from .diagnostics.isolate import Site as Site
+    from .diagnostics.isolate import isolate as isolate
     from .diagnostics.nonfinite import Watch as Watch
     from .diagnostics.nonfinite import watch_nonfinite as watch_nonfinite
     from .diagnostics.order import NondeterministicOrder as NondeterministicOrder
