@@ -343,8 +343,8 @@ class LaunchMemory:
                 f"the result of Triton kernel {kernel!r}",
                 how=f"{wrong} of {total} stored values lie outside the bounds of IEEE "
                 f"arithmetic: Triton's interpreter ({triton.__version__}) computed them wrongly "
-                "(triton 3.9 adds and multiplies bfloat16 bit patterns as integers, and "
-                "mis-rounds float8 conversions that underflow); the bounds are recorded, but "
+                "(triton 3.9 adds and multiplies bfloat16 bit patterns as integers, and its "
+                "bfloat16 and float8 conversions mishandle subnormals); the bounds are recorded, but "
                 "the values are not what a GPU computes: compute in float32 inside the kernel",
             )
 
