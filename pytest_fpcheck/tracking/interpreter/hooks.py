@@ -25,9 +25,9 @@ that are neither tracking nor watching, and nothing for launches outside such a 
 from __future__ import annotations
 
 import threading
-from functools import partial
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
