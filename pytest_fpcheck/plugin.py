@@ -1,9 +1,15 @@
-"""The pytest layer: options, markers, fixtures and the report header. Hooks only.
+"""The pytest layer: options, markers, fixtures, the report header and the run report. Hooks only.
 
 Settings are resolved once in ``pytest_configure`` into a frozen
 :class:`~pytest_fpcheck.settings.Settings` kept in ``config.stash``; a bad option stops the run
 with a usage error naming it. Everything numerical is imported inside the hook or fixture that
 needs it, so loading the plugin costs (almost) nothing.
+
+The run report (:mod:`pytest_fpcheck.report`) collects, per test, the verdicts made and the
+results published (:mod:`pytest_fpcheck.report.sink`) under ``--fpcheck``, the appearances of
+the non-finite watch, and every ``dual_delta`` marker's comparison. Under pytest-xdist each
+worker hands its part to the controller through ``config.workeroutput``; the controller merges
+the parts in ``pytest_testnodedown`` and alone prints the summary and writes the report.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ REPORT_KEY = pytest.StashKey["RunReport"]()
 REPORT_PATH_KEY = pytest.StashKey["Path | None"]()
 DUAL_DELTA_KEY = pytest.StashKey[Any]()
 _CASE = "_fpcheck_dual_delta_case"
+_WORKER_OUTPUT = "fpcheck_report"  # the key of a worker's report part in config.workeroutput
+_REPORT_SUFFIXES = (".json", ".html")
 _PARAMETER_SET = type(pytest.param(None))  # what pytest.param returns
 
 _MARKERS = (
@@ -51,7 +59,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="fpcheck_report",
         default=None,
         metavar="PATH",
-        help="write the run's verdicts to PATH (.json)",
+        help="write the run report to PATH: JSON (.json) or a self-contained HTML page (.html)",
     )
 
 
@@ -77,13 +85,13 @@ def _report_path(value: str | None) -> Path | None:
     if value is None:
         return None
     path = Path(value)
-    if path.suffix != ".json":
-        raise InvalidArgument("--fpcheck-report", value, "a path ending in .json")
+    if path.suffix not in _REPORT_SUFFIXES:
+        raise InvalidArgument("--fpcheck-report", value, "a path ending in .json or .html")
     if not path.parent.resolve().is_dir():
         raise InvalidArgument(
             "--fpcheck-report", value, f"a path in an existing directory ({path.parent} is not one)"
         )
-    return path
+    return path.resolve()  # xdist workers may run elsewhere; plots are written beside it
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -131,16 +139,26 @@ def _fpcheck_dual_delta_case(request: pytest.FixtureRequest) -> Any:
         **keywords,
     )
     request.node.stash[DUAL_DELTA_KEY] = result
-    record = result.to_dict()
-    report_path = request.config.stash.get(REPORT_PATH_KEY, None)
-    if report_path is not None:
-        record["plot"] = _plot_beside(report_path, request.node.nodeid, result)
-    _report(request.config).add_dual_delta(request.node.nodeid, record)
+    _add_dual_delta(request.config, request.node.nodeid, result, {})
     return result
 
 
+def _add_dual_delta(
+    config: pytest.Config, test_id: str, result: Any, context: dict[str, Any]
+) -> None:
+    """Report a dual-delta result, its figure drawn beside the report when there is one."""
+    from .report.records import record_of
+
+    record = record_of("dual_deltas", result, context)
+    report_path = config.stash.get(REPORT_PATH_KEY, None)
+    if report_path is not None:
+        record["plot"] = _plot_beside(report_path, test_id, result)
+    _report(config).add_dual_delta(test_id, record)
+
+
 def _plot_beside(report_path: Path, test_id: str, result: Any) -> str | None:
-    """Draw a dual-delta result's figure next to the report; None without matplotlib."""
+    """Draw a dual-delta result's figure next to the report (a test's second figure gets a
+    ``-2`` suffix, and so on); None without matplotlib."""
     import importlib.util
     import re
 
@@ -148,7 +166,12 @@ def _plot_beside(report_path: Path, test_id: str, result: Any) -> str | None:
         return None
     folder = report_path.parent / f"{report_path.stem}-plots"
     folder.mkdir(exist_ok=True)
-    path = folder / (re.sub(r"[^A-Za-z0-9_.-]+", "_", test_id).strip("_") + ".png")
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", test_id).strip("_")
+    path = folder / f"{stem}.png"
+    number = 1
+    while path.exists():
+        number += 1
+        path = folder / f"{stem}-{number}.png"
     result.plot(path)
     return str(path)
 
@@ -170,12 +193,14 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     from contextlib import ExitStack
 
     from .assertions.record import collecting
+    from .report.sink import collecting as collecting_results
 
     settings = item.config.stash[SETTINGS_KEY]
     test_settings = settings_for(item)
     watch = None
     with ExitStack() as stack:
         verdicts = stack.enter_context(collecting())
+        published = stack.enter_context(collecting_results())
         if test_settings.enabled and "torch" in sys.modules:  # nothing to track otherwise
             from .tracking.track import track
 
@@ -187,10 +212,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         try:
             outcome = yield
         finally:
-            if verdicts and settings.enabled:
-                report = _report(item.config)
-                for verdict in verdicts:
-                    report.add_verdict(item.nodeid, verdict.to_dict())
+            if settings.enabled and (verdicts or published):
+                _add_results(item, verdicts, published)
     if watch is not None:
         _judge_appearances(item, watch, test_settings.nonfinite)
     result = item.stash.get(DUAL_DELTA_KEY, None)
@@ -199,6 +222,21 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
         raise DualDeltaFailure(result.failure_message(), result)
     return outcome
+
+
+def _add_results(item: pytest.Item, verdicts: list[Any], published: list[Any]) -> None:
+    """Report what a test made: its verdicts, then each published result as its kind's record
+    (a dual-delta result with its figure)."""
+    from .report.records import record_of
+
+    report = _report(item.config)
+    for verdict in verdicts:
+        report.add_verdict(item.nodeid, verdict.to_dict())
+    for kind, result, context in published:
+        if kind == "dual_deltas":
+            _add_dual_delta(item.config, item.nodeid, result, context)
+        else:
+            report.add(kind, item.nodeid, record_of(kind, result, context))
 
 
 #: What counts as a non-finite value for fpcheck_nonfinite (subnormals are finite: the watch
@@ -236,9 +274,11 @@ def _judge_appearances(item: pytest.Item, watch: Any, mode: str) -> None:
     ]
     if not appeared:
         return
+    from .report.records import appearance_record
+
     report = _report(item.config)
     for event in appeared:
-        report.add_appearance(item.nodeid, event.summary(), event.kind, event.source_line)
+        report.add_appearance(item.nodeid, appearance_record(event))
     text = "non-finite values appeared in this test:\n" + "\n".join(
         f"  {event.summary()}" for event in appeared
     )
@@ -263,31 +303,40 @@ def _report(config: pytest.Config) -> RunReport:
     return config.stash[REPORT_KEY]
 
 
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workeroutput")
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    if REPORT_KEY not in config.stash:
+    """One table per kind of result (bugs and appearances first), 100 columns wide; -v widens
+    the tables and lists every row. Entries exist only under --fpcheck or a dual_delta marker."""
+    if REPORT_KEY not in config.stash or _is_worker(config):
         return
+    from .report.terminal import sections
+
+    wide = config.get_verbosity() > 0
     report = config.stash[REPORT_KEY]
-    settings = config.stash[SETTINGS_KEY]
-    width = 100 if config.get_verbosity() <= 0 else 160
-    lines = report.summary_lines(width=width) if settings.enabled else []
-    if lines:
-        terminalreporter.write_sep("=", "fpcheck: round-off verdicts")
+    for title, lines in sections(report.entries, width=160 if wide else 100, wide=wide):
+        terminalreporter.write_sep("=", f"fpcheck: {title}")
         for line in lines:
             terminalreporter.write_line(line)
-    appearances = report.appearance_lines(width=width)
-    if appearances:
-        terminalreporter.write_sep("=", "fpcheck: non-finite values that appeared")
-        for line in appearances:
-            terminalreporter.write_line(line)
-    dual = report.dual_delta_lines(width=width)
-    if dual:
-        terminalreporter.write_sep("=", "fpcheck: dual-delta comparisons")
-        for line in dual:
-            terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist, on the controller: merge the report part of a worker that finished."""
+    part = getattr(node, "workeroutput", {}).get(_WORKER_OUTPUT)
+    if part:
+        _report(node.config).merge(part)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write the report (on a worker: hand its part to the controller instead)."""
     config = session.config
+    if _is_worker(config):
+        if REPORT_KEY in config.stash:
+            config.workeroutput[_WORKER_OUTPUT] = config.stash[REPORT_KEY].part()  # type: ignore[attr-defined]
+        return
     path = config.stash.get(REPORT_PATH_KEY, None)
     if path is None:
         return

@@ -256,13 +256,15 @@ def test_fpcheck_tracks_tests_and_summarises_verdicts(pytester: pytest.Pytester)
             "bug                 4 / 4 float32               0  test_tracked.py::test_planted_bug",
             "roundoff          0 / 128 float16             0.5  test_tracked.py::test_half_matmul",
             "radius: median radius of the round-off enclosure, in ULPs of the result's format",
+            "2 verdicts: 1 bug, 1 roundoff",
         ]
     )
     import json
 
     document = json.loads(report.read_text())
-    assert document["schema"] == {"name": "pytest-fpcheck-report", "version": 1}
-    assert document["counts"] == {"roundoff": 1, "bug": 1}
+    assert document["schema"] == {"name": "pytest-fpcheck-report", "version": 2}
+    assert document["counts"]["verdicts"] == {"bug": 1, "roundoff": 1}
+    assert document["run"]["workers"] == 0
     assert {v["test"] for v in document["verdicts"]} == {
         "test_tracked.py::test_half_matmul",
         "test_tracked.py::test_planted_bug",
@@ -293,8 +295,8 @@ def test_without_fpcheck_nothing_is_tracked_or_printed(pytester: pytest.Pytester
     ("value", "message"),
     [
         (
-            "out.html",
-            "--fpcheck-report='out.html' (type str) is not valid: expected a path ending in .json.",
+            "out.txt",
+            "--fpcheck-report='out.txt' (type str) is not valid: expected a path ending in .json or .html.",
         ),
         (
             "missing/out.json",
@@ -357,7 +359,7 @@ def test_dual_delta_marker_expands_params_and_fails_worse_implementations(
     result.stdout.fnmatch_lines(["*DualDeltaFailure*", "*= fpcheck: dual-delta comparisons =*"])
     import json
 
-    entries = json.loads(report.read_text())["dual_delta"]
+    entries = json.loads(report.read_text())["dual_deltas"]
     assert len(entries) == 3
     assert {e["accuracy"] for e in entries} == {"equivalent", "custom_less_accurate"}
     for entry in entries:
@@ -449,14 +451,22 @@ def test_nonfinite_warn_is_the_default_under_fpcheck(pytester: pytest.Pytester) 
             "*NonFiniteWarning: non-finite values appeared in this test:",
             "*NaN appeared in aten.sqrt at test_nf.py:6 [[]FP32[]]: 1 value in 1 call",
             "*= fpcheck: non-finite values that appeared =*",
-            "test_nf.py::test_hidden: NaN appeared in aten.sqrt at test_nf.py:6 [[]FP32[]]: 1 value in 1 call",
-            "    y = torch.sqrt(x)                      # NaN appears here",
+            "kind  op                        values  test",
+            "NaN   aten.sqrt                      1  test_nf.py::test_hidden",
+            "    at test_nf.py:6: y = torch.sqrt(x)                      # NaN appears here",
+            "1 appearance: 1 nan",
         ]
     )
     import json
 
-    entries = json.loads(report.read_text())["nonfinite"]
-    assert [e["test"] for e in entries] == ["test_nf.py::test_hidden"]
+    entries = json.loads(report.read_text())["appearances"]
+    assert [(e["test"], e["kind"], e["op"], e["count"]) for e in entries] == [
+        ("test_nf.py::test_hidden", "nan", "aten.sqrt", 1)
+    ]
+    assert (
+        entries[0]["summary"]
+        == "NaN appeared in aten.sqrt at test_nf.py:6 [FP32]: 1 value in 1 call"
+    )
 
 
 def test_nonfinite_fail_fails_a_test_whose_assertions_passed(pytester: pytest.Pytester) -> None:
