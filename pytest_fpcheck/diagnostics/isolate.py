@@ -242,7 +242,13 @@ def isolate(
     target = _check_enhance(enhance)
     expected = reference(*args) if callable(reference) else reference
     compare = Comparison(expected, tolerance)
-    return _run_isolation(lambda: compare(fn(*args)), enhance=target, criterion=compare.describe)
+    isolation = _run_isolation(
+        lambda: compare(fn(*args)), enhance=target, criterion=compare.describe
+    )
+    from ..report.sink import publish
+
+    publish("isolations", isolation, enhance=enhance)
+    return isolation
 
 
 def isolate_test_call(

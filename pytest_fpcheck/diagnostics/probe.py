@@ -405,7 +405,14 @@ def probe_matmul(
     """
     if not callable(matmul):
         raise InvalidArgument("matmul", matmul, "a callable matmul(a, b) -> a @ b")
-    in_fmt = _input_format(in_dtype)
+    features = _probe(matmul, _input_format(in_dtype), out_dtype)
+    from ..report.sink import publish
+
+    publish("probes", features, in_dtype=str(in_dtype), out_dtype=features.out_dtype)
+    return features
+
+
+def _probe(matmul: Callable[[Any, Any], Any], in_fmt: Format, out_dtype: Any) -> MatmulFeatures:
     caller = _Caller(matmul, in_fmt)
     out = _result_format(caller, out_dtype)
     try:

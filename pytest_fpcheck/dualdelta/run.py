@@ -133,7 +133,7 @@ def dual_delta(
         custom, reference, resolved_oracle, resolved_metric, source, n, seed
     )
     analysis = analyse(delta_custom, delta_reference, alpha=alpha, seed=seed)
-    return DualDeltaResult(
+    result = DualDeltaResult(
         delta_custom=delta_custom,
         delta_reference=delta_reference,
         stats=analysis.stats,
@@ -149,6 +149,10 @@ def dual_delta(
         custom=_name(custom),
         reference=_name(reference),
     )
+    from ..report.sink import publish
+
+    publish("dual_deltas", result)
+    return result
 
 
 def assert_dual_delta(
