@@ -15,6 +15,7 @@ the parts in ``pytest_testnodedown`` and alone prints the summary and writes the
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Generator
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import InvalidArgument
+from .errors import DualDeltaFailure, InvalidArgument, RoundoffMismatch
 from .settings import OPTIONS, Settings
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 REPORT_KEY = pytest.StashKey["RunReport"]()
 REPORT_PATH_KEY = pytest.StashKey["Path | None"]()
 DUAL_DELTA_KEY = pytest.StashKey[Any]()
+DUAL_DELTA_RERUN_KEY = pytest.StashKey[Any]()
 _CASE = "_fpcheck_dual_delta_case"
 _WORKER_OUTPUT = "fpcheck_report"  # the key of a worker's report part in config.workeroutput
 _REPORT_SUFFIXES = (".json", ".html")
@@ -40,7 +42,7 @@ _PARAMETER_SET = type(pytest.param(None))  # what pytest.param returns
 
 _MARKERS = (
     "fpcheck(**overrides): per-test overrides of the fpcheck options "
-    "(nonfinite=, alpha=, dual_delta_n=, oracle=, seed=)",
+    "(nonfinite=, alpha=, dual_delta_n=, oracle=, seed=, isolate=)",
     "dual_delta(custom, reference, inputs, oracle=, n=, params=[...]): a dual-delta accuracy "
     "test of custom against reference; one test per entry of params",
 )
@@ -49,8 +51,10 @@ _MARKERS = (
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fpcheck", "floating-point checks (pytest-fpcheck)")
     for option in OPTIONS:
-        if option.flag == "--fpcheck":
-            group.addoption(option.flag, action="store_true", default=None, help=option.help)
+        if option.switch:
+            group.addoption(
+                option.flag, action="store_true", dest=option.ini, default=None, help=option.help
+            )
         else:
             group.addoption(option.flag, dest=option.ini, default=None, help=option.help)
         parser.addini(option.ini, help=f"{option.help} (default: {option.default})")
@@ -68,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", marker)
     raw: dict[str, Any] = {}
     for option in OPTIONS:
-        flag_value = config.getoption(option.ini if option.flag != "--fpcheck" else "fpcheck")
+        flag_value = config.getoption(option.ini)
         ini_value = config.getini(option.ini)
         if flag_value is not None:
             raw[option.field] = flag_value
@@ -132,13 +136,13 @@ def _fpcheck_dual_delta_case(request: pytest.FixtureRequest) -> Any:
     keywords.setdefault("oracle", settings.oracle)
     keywords.setdefault("n", settings.dual_delta_n)
     keywords.setdefault("alpha", settings.alpha)
-    result = dual_delta(
-        keywords.pop("custom"),
-        keywords.pop("reference"),
-        seed=seed_for_test(settings.seed, request.node.nodeid),
-        **keywords,
-    )
+    custom, reference = keywords.pop("custom"), keywords.pop("reference")
+    seed = seed_for_test(settings.seed, request.node.nodeid)
+    result = dual_delta(custom, reference, seed=seed, **keywords)
     request.node.stash[DUAL_DELTA_KEY] = result
+    request.node.stash[DUAL_DELTA_RERUN_KEY] = functools.partial(
+        dual_delta, custom, reference, seed=seed, **keywords
+    )
     _add_dual_delta(request.config, request.node.nodeid, result, {})
     return result
 
@@ -211,6 +215,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
                 watch = stack.enter_context(watch_nonfinite())
         try:
             outcome = yield
+        except (RoundoffMismatch, DualDeltaFailure) as failure:
+            if test_settings.isolate:
+                kept = len(verdicts), len(published)
+                _add_isolation(item, failure, item.runtest)
+                del verdicts[kept[0] :]  # the re-runs' own verdicts stay out of the report
+                del published[kept[1] :]
+            raise
         finally:
             if settings.enabled and (verdicts or published):
                 _add_results(item, verdicts, published)
@@ -218,10 +229,28 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         _judge_appearances(item, watch, test_settings.nonfinite)
     result = item.stash.get(DUAL_DELTA_KEY, None)
     if result is not None and result.failed:
-        from .errors import DualDeltaFailure
+        worse = DualDeltaFailure(result.failure_message(), result)
+        if test_settings.isolate:
+            from .diagnostics.isolate import failing_dual_delta
 
-        raise DualDeltaFailure(result.failure_message(), result)
+            _add_isolation(item, worse, failing_dual_delta(item.stash[DUAL_DELTA_RERUN_KEY]))
+        raise worse
     return outcome
+
+
+def _add_isolation(item: pytest.Item, failure: AssertionError, call: Any) -> None:
+    """--fpcheck-isolate: find the operation sites whose float64 computation makes the failing
+    ``call`` pass, add them to the failure's message and the run report."""
+    from .diagnostics.isolate import isolate_test_call, isolation_note
+
+    isolation = isolate_test_call(call, type(failure))
+    failure.add_note(isolation_note(isolation))
+    if item.config.stash[SETTINGS_KEY].enabled:
+        from .report.records import record_of
+
+        _report(item.config).add(
+            "isolations", item.nodeid, record_of("isolations", isolation, {"enhance": "float64"})
+        )
 
 
 def _add_results(item: pytest.Item, verdicts: list[Any], published: list[Any]) -> None:
@@ -358,9 +387,42 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines.append(
         f"fpcheck: enabled={settings.enabled}, nonfinite={settings.nonfinite}, "
         f"oracle={settings.oracle}, alpha={settings.alpha}, "
-        f"dual_delta_n={settings.dual_delta_n}, seed={settings.seed}"
+        f"dual_delta_n={settings.dual_delta_n}, seed={settings.seed}, "
+        f"isolate={settings.isolate}"
     )
+    if settings.probe:
+        lines.extend(_probed_features())
     return lines
+
+
+def _probed_features() -> list[str]:
+    """--fpcheck-probe: one header line per probed torch matmul (CPU, and CUDA when present)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return ["fpcheck probes: torch is not installed, nothing to probe"]
+    import torch
+
+    from .diagnostics.probe import probe_torch_matmul
+
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    return [
+        f"fpcheck probe {device} {probe_torch_matmul(device, dtype).header()}"
+        for device in devices
+        for dtype in ("float32", "float16", "bfloat16")
+    ]
+
+
+@pytest.fixture(scope="session")
+def matmul_features() -> Any:
+    """``matmul_features(device="cpu", dtype="float32", out_dtype=None)``: the probed
+    :class:`~pytest_fpcheck.MatmulFeatures` of torch's matmul there, probed once per run."""
+    from .diagnostics.probe import probe_torch_matmul
+
+    def features(device: str = "cpu", dtype: Any = "float32", out_dtype: Any = None) -> Any:
+        return probe_torch_matmul(device, dtype, out_dtype)
+
+    return features
 
 
 def settings_for(item: pytest.Item) -> Settings:

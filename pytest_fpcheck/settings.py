@@ -75,6 +75,8 @@ class Option:
     default: str
     help: str
     parse: Callable[[str, Any], Any]
+    #: a flag without a value (``--fpcheck``), its ini option a boolean
+    switch: bool = False
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -85,6 +87,7 @@ OPTIONS: tuple[Option, ...] = (
         "false",
         "run every test inside fp.track() and fp.watch_nonfinite()",
         _parse_bool,
+        switch=True,
     ),
     Option(
         "nonfinite",
@@ -126,6 +129,26 @@ OPTIONS: tuple[Option, ...] = (
         "run seed; each test's seed derives from it and the test id",
         _parse_int(0, "a non-negative int"),
     ),
+    Option(
+        "isolate",
+        "fpcheck_isolate",
+        "--fpcheck-isolate",
+        "false",
+        "when a round-off or dual-delta check fails, isolate the operations that cause it "
+        "(fp.isolate) and add them to the failure",
+        _parse_bool,
+        switch=True,
+    ),
+    Option(
+        "probe",
+        "fpcheck_probe",
+        "--fpcheck-probe",
+        "false",
+        "probe this machine's torch matmuls (fp.probe_matmul) and show their features in the "
+        "report header",
+        _parse_bool,
+        switch=True,
+    ),
 )
 _BY_FIELD = {option.field: option for option in OPTIONS}
 
@@ -140,6 +163,8 @@ class Settings:
     dual_delta_n: int = 1000
     oracle: str = "fp64"
     seed: int = 0
+    isolate: bool = False
+    probe: bool = False
 
     @classmethod
     def from_text(cls, values: dict[str, Any]) -> Settings:

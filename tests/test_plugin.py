@@ -16,7 +16,7 @@ def test_header_shows_the_numeric_environment(pytester: pytest.Pytester) -> None
         [
             "fpcheck: numpy *",
             "fpcheck: triton TRITON_INTERPRET=*, default_dot_precision=*",
-            "fpcheck: enabled=True, nonfinite=warn, oracle=fp64, alpha=0.01, dual_delta_n=1000, seed=7",
+            "fpcheck: enabled=True, nonfinite=warn, oracle=fp64, alpha=0.01, dual_delta_n=1000, seed=7, isolate=False",
         ]
     )
     result.assert_outcomes(passed=1)
@@ -151,7 +151,7 @@ def test_marker_overrides_settings_per_test(pytester: pytest.Pytester) -> None:
         (
             "fpcheck(colour='red')",
             "InvalidArgument: @pytest.mark.fpcheck(colour=...)='colour' (type str) is not valid: "
-            "expected one of enabled, nonfinite, alpha, dual_delta_n, oracle, seed, allow.",
+            "expected one of enabled, nonfinite, alpha, dual_delta_n, oracle, seed, isolate, probe, allow.",
         ),
         (
             "fpcheck('off')",
@@ -491,5 +491,58 @@ def test_bad_allow_list(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*@pytest.mark.fpcheck(allow=...)='aten.sqrt' (type str) is not valid: expected a list of fnmatch patterns (strings).*"
+        ]
+    )
+
+
+def test_fpcheck_isolate_appends_the_culprit_sites_to_a_failure(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import torch
+        import pytest_fpcheck as fp
+
+        def shifted(x):
+            big = x + 1e5
+            return big - 1e5
+
+        def test_cancellation():
+            torch.manual_seed(0)
+            x = torch.rand(16) + 0.5
+            fp.assert_roundoff_close(shifted(x), x.double(), rtol=1e-4, atol=1e-4)
+        """
+    )
+    result = pytester.runpytest_subprocess("--fpcheck-isolate", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*isolate (CIEL): 2 of 3 operation sites, in float64, resolve the inconsistency*",
+            "*aten.add #1 at test_fpcheck_isolate_appends_the_culprit_sites_to_a_failure.py:5*",
+            "*aten.sub #2 at test_fpcheck_isolate_appends_the_culprit_sites_to_a_failure.py:6*",
+        ]
+    )
+    plain = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    plain.assert_outcomes(failed=1)
+    assert "isolate (CIEL)" not in plain.stdout.str()
+
+
+def test_fpcheck_probe_shows_the_features_and_the_fixture_probes_on_demand(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        def test_features(matmul_features):
+            features = matmul_features("cpu", "float16")
+            assert features.products_exact is True
+            assert features.in_dtype == "float16"
+            assert matmul_features("cpu", "float16") is features  # probed once per run
+        """
+    )
+    result = pytester.runpytest_subprocess("--fpcheck-probe", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "fpcheck probe cpu matmul float32->float32: width=* rounding=*",
+            "fpcheck probe cpu matmul float16->float16: width=* rounding=*",
+            "fpcheck probe cpu matmul bfloat16->bfloat16: width=* rounding=*",
         ]
     )
