@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -79,14 +81,18 @@ class MatmulShapes(torch.utils._python_dispatch.TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def median_time(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def interleaved_medians(functions: dict[str, Any], repeats: int) -> dict[str, float]:
+    """Median wall time of each function, run in turn within each repeat (a load that changes
+    during the run then weighs on all of them alike)."""
+    for fn in functions.values():
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, fn in functions.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def measure(name: str, dtype_name: str, repeats: int) -> dict[str, float]:
@@ -109,9 +115,10 @@ def measure(name: str, dtype_name: str, repeats: int) -> dict[str, float]:
             with fp.track():
                 model(x)
 
-        t_plain = median_time(plain, repeats)
-        t_matmuls = median_time(two_f64_matmuls, repeats)
-        t_tracked = median_time(tracked, repeats)
+        medians = interleaved_medians(
+            {"plain": plain, "matmuls": two_f64_matmuls, "tracked": tracked}, repeats
+        )
+        t_plain, t_matmuls, t_tracked = medians["plain"], medians["matmuls"], medians["tracked"]
         with fp.track():
             out = model(x)
         bounds = fp.bounds_of(out)
@@ -151,7 +158,8 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="*", default=list(DTYPES))
     options = parser.parse_args()
     print(
-        f"torch {torch.__version__}, threads {torch.get_num_threads()}, repeats {options.repeats}"
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, repeats {options.repeats}, "
+        f"load average {os.getloadavg()[0]:.1f} (plain, floor and tracked runs interleaved)"
     )
     print(
         f"{'model':<6} {'dtype':<9} {'plain':>8} {'floor':>8} {'tracked':>8} {'tr/plain':>9} {'tr/floor':>9} {'budget':>7} {'RSS plain':>10} {'RSS tr':>8} {'ratio':>6} {'radius/err':>11}"

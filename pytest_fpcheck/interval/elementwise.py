@@ -27,6 +27,7 @@ import numpy as np
 
 from ..formats import Format
 from .core import Interval
+from .kernels import add_bounds, mul_bounds
 from .rounding import down, up
 
 if TYPE_CHECKING:
@@ -104,44 +105,11 @@ def _everything_where_nan(lo: Array, hi: Array, also: Bool | None = None) -> Int
     return Interval(lo, hi)
 
 
-def _two_sum_error(a: Array, b: Array, s: Array) -> Array:
-    """e with a + b = s + e exactly (TwoSum; NaN where s overflowed or an input is infinite)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        b_virtual = s - a
-        a_virtual = s - b_virtual
-        error: Array = (a - a_virtual) + (b - b_virtual)
-    return error
-
-
-def _sum_lower(a: Array, b: Array) -> Array:
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = a + b
-    e = _two_sum_error(a, b, s)
-    finite_exact = (e >= 0) | (np.isinf(s) & ~np.isnan(e))
-    exact_inf = np.isinf(a) | np.isinf(b)
-    lower: Array = np.where(finite_exact | exact_inf, s, down(s))
-    return lower
-
-
-def _sum_upper(a: Array, b: Array) -> Array:
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = a + b
-    e = _two_sum_error(a, b, s)
-    finite_exact = (e <= 0) | (np.isinf(s) & ~np.isnan(e))
-    exact_inf = np.isinf(a) | np.isinf(b)
-    upper: Array = np.where(finite_exact | exact_inf, s, up(s))
-    return upper
-
-
 def add(a: Interval, b: Interval, fmt: Format) -> Interval:
     """[a.lo + b.lo, a.hi + b.hi], exact sums kept, inexact ones stepped outward; the whole
-    line where inf + (-inf) is possible."""
-    if a.is_point and b.is_point:
-        lo, hi = _sum_lower(a.lo, b.lo), _sum_upper(a.lo, b.lo)
-    else:
-        lo, hi = _sum_lower(a.lo, b.lo), _sum_upper(a.hi, b.hi)
-    opposite = (np.isposinf(a.hi) & np.isneginf(b.lo)) | (np.isneginf(a.lo) & np.isposinf(b.hi))
-    return _everything_where_nan(lo, hi, opposite).to_format(fmt)
+    line where inf + (-inf) is possible (one compiled pass: :func:`.kernels.add_bounds`)."""
+    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, False, fmt)
+    return Interval(lo, hi)
 
 
 def negate(a: Interval) -> Interval:
@@ -153,7 +121,8 @@ def negate(a: Interval) -> Interval:
 
 def sub(a: Interval, b: Interval, fmt: Format) -> Interval:
     """a + (-b)."""
-    return add(a, negate(b), fmt)
+    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, True, fmt)
+    return Interval(lo, hi)
 
 
 def absolute(a: Interval) -> Interval:
@@ -166,37 +135,24 @@ def absolute(a: Interval) -> Interval:
     return Interval(lo, np.maximum(lo_abs, hi_abs))
 
 
-def _products(a: Interval, b: Interval) -> tuple[Array, Array]:
-    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        if a.is_point and b.is_point:
-            p = a.lo * b.lo
-            return p, p
-        if b.is_point:
-            p1, p2 = a.lo * b.lo, a.hi * b.lo
-            return np.minimum(p1, p2), np.maximum(p1, p2)
-        if a.is_point:
-            p1, p2 = a.lo * b.lo, a.lo * b.hi
-            return np.minimum(p1, p2), np.maximum(p1, p2)
-        c = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
-        lo = np.minimum(np.minimum(c[0], c[1]), np.minimum(c[2], c[3]))
-        hi = np.maximum(np.maximum(c[0], c[1]), np.maximum(c[2], c[3]))
-        nan = np.isnan(c[0]) | np.isnan(c[1]) | np.isnan(c[2]) | np.isnan(c[3])
-        return np.where(nan, np.nan, lo), np.where(nan, np.nan, hi)
-
-
 def mul(a: Interval, b: Interval, fmt: Format, *, operand_bits: int = 53) -> Interval:
     """The interval product (RENDER section II-C). ``operand_bits``, the most significant bits
-    any operand endpoint has, decides whether float64 products are exact (<= 26 bits each)."""
-    lo, hi = _products(a, b)
-    if operand_bits > _EXACT_PRODUCT_BITS:
-        lo, hi = down(lo), up(hi)
-    zero_times_infinity = (_has_zero(a) & _has_infinity(b)) | (_has_zero(b) & _has_infinity(a))
-    return _everything_where_nan(lo, hi, zero_times_infinity).to_format(fmt)
-
-
-def _has_zero(a: Interval) -> Bool:
-    result: Bool = (a.lo <= 0) & (a.hi >= 0)
-    return result
+    any operand endpoint has, decides whether float64 products are exact (<= 26 bits each).
+    One compiled pass: :func:`.kernels.mul_bounds`."""
+    lo, hi = mul_bounds(
+        a.lo,
+        a.hi,
+        a.is_point,
+        b.lo,
+        b.hi,
+        b.is_point,
+        operand_bits > _EXACT_PRODUCT_BITS,
+        fmt,
+    )
+    exact = a.is_point and b.is_point and operand_bits <= _EXACT_PRODUCT_BITS
+    if exact and fmt.name == "float64" and bool(np.all(lo == hi)):
+        return Interval.point(lo)  # exact products of exact values
+    return Interval(lo, hi)
 
 
 def _has_infinity(a: Interval) -> Bool:

@@ -11,7 +11,15 @@ which is evaluated as ``|mA| ((1+g) rB + g |mB|) + rA ((1+g)(|mB| + rB))`` (two 
 product when either side is a point, and ``g |mA| |mB|`` for two points. ``eta`` is the
 accumulation format's smallest subnormal, one per product (underflow of a product is not
 relative). The float64 evaluation itself is covered: g is increased by 2 gamma^{64}_{k+2} (the
-error of computing mA mB and of the radius products), and every endpoint is stepped outward.
+error of computing mA mB), the radius is scaled by 1 + 2 gamma^{64}_{k+8} (its own evaluation),
+and every endpoint is stepped outward.
+
+Speed (issue 3's time budget): for accumulation formats no finer than float32 the radius
+products run in float32 BLAS on operands rounded upward (at least float32's smallest normal),
+their result scaled by 1 / (1 - gamma^{32}_{k+2}) plus (2k + 4) 2**-126 for underflow (even
+flushed): an upper bound of the float64 radius, 1 + O(k 2**-24) wider, at half a float64
+product's cost. Operand preparation and the epilogue (addend, overflow test, outward rounding
+onto the result format) are single compiled passes (:mod:`.kernels`).
 
 Sums are the same with B a column of ones: the exact sum of the endpoint sums, widened by
 g * sum(max(|lo|, |hi|)).
@@ -31,6 +39,7 @@ import numpy as np
 
 from ..formats import FORMATS, Format
 from .core import Interval, gamma
+from .kernels import matmul_epilogue, split_operand
 from .rounding import down, up
 
 if TYPE_CHECKING:
@@ -43,7 +52,13 @@ if TYPE_CHECKING:
 __all__ = ["matmul", "reduce_sum"]
 
 _U64 = 2.0**-53
+_U32 = 2.0**-24
 _F64_FORMAT = FORMATS["float64"]
+_F32_FORMAT = FORMATS["float32"]
+
+
+def _round_up(value: float) -> float:
+    return math.nextafter(value, math.inf)
 
 
 def _finish(mid: Array, rad: Array, fmt: Format) -> Interval:
@@ -95,6 +110,24 @@ def reduce_sum(
     return result.to_format(fmt)
 
 
+def _addend_terms(addend: Interval, g: float, shape: tuple[int, ...]) -> tuple[Array, Array]:
+    """(midpoint, g |mC| + (1 + g) rC) of an addend, laid out as a trailing block of ``shape``
+    (broadcast and copied when it is not one)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        if addend.is_point:
+            m_c = addend.lo
+            r_c = g * np.abs(m_c)
+        else:
+            m_c, rad_c = addend.mid_rad()
+            r_c = g * np.abs(m_c) + (1 + g) * rad_c
+    dims = list(m_c.shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    if len(dims) <= len(shape) and tuple(dims) == shape[len(shape) - len(dims) :]:
+        return m_c, r_c
+    return np.broadcast_to(m_c, shape).copy(), np.broadcast_to(r_c, shape).copy()
+
+
 def matmul(
     a: Interval,
     b: Interval,
@@ -105,12 +138,21 @@ def matmul(
     product: Callable[[Array, Array], Array] = np.matmul,
     k: int,
     addend: Interval | None = None,
+    magnitudes: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
 ) -> Interval:
     """The enclosure of ``addend + product(A, B)`` (``np.matmul`` by default; any bilinear map
     with non-negative coefficients works, e.g. a convolution), where each output sums ``k``
     products (and the addend, if any) with relative rounding factor ``factor``, then rounds to
     ``fmt``. The addend C = [mC - rC, mC + rC] adds mC to the midpoint and rC (1 + g) + g |mC|
-    to the radius."""
+    to the radius.
+
+    For an accumulation format no finer than float32 and ``np.matmul``, the radius products
+    (non-negative operands) run in float32 on operands rounded upward, and their result is
+    scaled by 1 / (1 - gamma^{32}_{k+2}) plus an underflow allowance: an upper bound of the
+    float64 radius at half a float64 product's cost. The midpoint product stays float64.
+    ``magnitudes`` may give, for a point operand, a float32 array at least as large as its
+    absolute value and at least float32's smallest normal (e.g. computed by the backend from a
+    float32 or bfloat16 tensor): it then stands for that operand in the radius product."""
     g = factor + 2 * gamma(k + 2, _U64)
     if k == 0:
         zeros = np.zeros(product(a.lo, b.lo).shape)
@@ -118,29 +160,48 @@ def matmul(
     if math.isinf(g):
         shape = product(a.lo, b.lo).shape
         return Interval(np.full(shape, -np.inf), np.full(shape, np.inf))
-    eta = k * accumulate.smallest_subnormal
-    grow = 1 + 2 * gamma(k + 2, _U64)
+    narrow = product is np.matmul and accumulate.precision <= _F32_FORMAT.precision
+    # the radius' float64 evaluation (operands, products, addend, scaling): a few roundings
+    scale = 1 + 2 * gamma(k + 8, _U64)
+    eta = max(k * accumulate.smallest_subnormal, _F64_FORMAT.smallest_normal)
+    if narrow:
+        # a k-term float32 sum of non-negative products (two of them added) errs by at most
+        # gamma_{k+1} relatively, plus underflow: 2**-126 per operation even when flushed
+        scale = _round_up(scale / math.nextafter(1 - gamma(k + 2, _U32), 0.0))
+        eta = _round_up(eta + (2 * k + 4) * _F32_FORMAT.smallest_normal)
+    one_g = 1 + g
+
+    def point_magnitude(x: Interval, given: np.ndarray | None) -> tuple[Array, np.ndarray]:
+        if narrow and given is not None:
+            return x.lo, given
+        mid, magnitude, _ = split_operand(x.lo, x.lo, True, (0.0, 1.0), None, narrow)
+        return mid, magnitude
+
     with np.errstate(invalid="ignore", over="ignore"):
-        m_a, r_a = a.mid_rad() if not a.is_point else (a.lo, a.lo)
-        m_b, r_b = b.mid_rad() if not b.is_point else (b.lo, b.lo)
-        mid = product(m_a, m_b)
-        abs_a, abs_b = np.abs(m_a), np.abs(m_b)
+        multiplier = 1.0
         if a.is_point and b.is_point:
-            rad = product(abs_a, abs_b) * g
+            m_a, abs_a = point_magnitude(a, magnitudes[0])
+            m_b, abs_b = point_magnitude(b, magnitudes[1])
+            rad = product(abs_a, abs_b)
+            multiplier = g
         elif b.is_point:
-            rad = product((1 + g) * r_a + g * abs_a, abs_b)
+            m_a, w_a, _ = split_operand(a.lo, a.hi, False, (one_g, g), None, narrow)
+            m_b, abs_b = point_magnitude(b, magnitudes[1])
+            rad = product(w_a, abs_b)
         elif a.is_point:
-            rad = product(abs_a, (1 + g) * r_b + g * abs_b)
+            m_a, abs_a = point_magnitude(a, magnitudes[0])
+            m_b, w_b, _ = split_operand(b.lo, b.hi, False, (one_g, g), None, narrow)
+            rad = product(abs_a, w_b)
         else:
-            rad = product(abs_a, (1 + g) * r_b + g * abs_b) + product(r_a, (1 + g) * (abs_b + r_b))
-        if addend is not None:
-            if addend.is_point:
-                mid = mid + addend.lo
-                rad = rad + g * np.abs(addend.lo)
-            else:
-                m_c, r_c = addend.mid_rad()
-                mid = mid + m_c
-                rad = rad + (g * np.abs(m_c) + (1 + g) * r_c)
-        rad = up(rad * grow + eta)
-        may_overflow = ~(rad / g < accumulate.max_finite * (1 - 2**-40))
-    return _overflow_to_everything(_finish(mid, rad, _F64_FORMAT), may_overflow).to_format(fmt)
+            m_a, abs_a, r_a = split_operand(a.lo, a.hi, False, (0.0, 1.0), (1.0, 0.0), narrow)
+            m_b, w_b, v_b = split_operand(b.lo, b.hi, False, (one_g, g), (one_g, one_g), narrow)
+            assert r_a is not None
+            assert v_b is not None
+            rad = product(abs_a, w_b)
+            rad += product(r_a, v_b)
+        mid = product(m_a, m_b)
+    terms = None if addend is None else _addend_terms(addend, g, mid.shape)
+    # r < limit implies r / g < the accumulator's largest finite number (1 - 2**-40)
+    limit = math.nextafter(accumulate.max_finite * (1 - 2**-40) * g * (1 - 2**-50), 0.0)
+    lo, hi = matmul_epilogue(mid, rad, terms, multiplier, scale, eta, limit, fmt)
+    return Interval(lo, hi)

@@ -24,10 +24,13 @@ value that overflowed.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
 
 from ..formats import Format
 
@@ -41,41 +44,65 @@ __all__ = ["down", "down_to", "up", "up_to"]
 _BIG64 = float(np.finfo(np.float64).max)
 
 
+def _bits_intrinsic(typingctx: Any, x: Any) -> Any:  # pragma: no cover - compiled
+    """The int64 bit pattern of a float64 (an LLVM bitcast: it stays in a register)."""
+    if x != types.float64:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+
+    return types.int64(types.float64), codegen
+
+
+def _from_bits_intrinsic(typingctx: Any, b: Any) -> Any:  # pragma: no cover - compiled
+    """The float64 whose bit pattern is the int64 ``b``."""
+    if b != types.int64:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return types.float64(types.int64), codegen
+
+
+_bits = cast("Callable[[float], np.int64]", intrinsic(_bits_intrinsic))
+_from_bits = cast("Callable[[np.int64], float]", intrinsic(_from_bits_intrinsic))
+
+
+_MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
+_INF_BITS = np.int64(0x7FF0000000000000)
+
+
 @numba.njit(cache=True, inline="always")
-def _step_one(x: float, direction: float) -> float:  # pragma: no cover - compiled
-    if x != x:
-        return math.inf * direction
-    if math.isinf(x):
-        if x * direction > 0:
-            return x
-        return -_BIG64 * direction
-    if x == 0.0:
-        return 5e-324 * direction
-    mantissa, exponent = math.frexp(abs(x))
-    e = max(exponent - 1, -1022)
-    unit = math.ldexp(1.0, e - 52)
-    toward_zero = (x > 0) != (direction > 0)
-    if toward_zero and mantissa == 0.5 and e > -1022:
-        unit = unit * 0.5  # below a power of two the spacing halves
-    return x + unit * direction
-
-
-@numba.njit(cache=True)
-def _step_all(x: np.ndarray, direction: float) -> np.ndarray:  # pragma: no cover - compiled
+def next_up(v: float) -> float:  # pragma: no cover - compiled
+    """One float64 step toward +inf; NaN -> +inf; -inf -> the most negative finite number."""
     # float64 bit patterns are sign-magnitude: one step away from zero adds 1 to the pattern,
-    # toward zero subtracts 1 (across binades and into the subnormals alike)
-    out = np.empty_like(x)
-    bits = x.view(np.int64)
-    out_bits = out.view(np.int64)
-    for i in range(x.size):
-        v = x[i]
-        if v != v or math.isinf(v) or v == 0.0:
-            out[i] = _step_one(v, direction)
-        elif (v > 0) == (direction > 0):
-            out_bits[i] = bits[i] + 1
-        else:
-            out_bits[i] = bits[i] - 1
-    return out
+    # toward zero subtracts 1 (across binades and into the subnormals alike); b >> 63 is 0 for
+    # a positive number and -1 for a negative one
+    b = _bits(v)
+    magnitude = b & _MAGNITUDE
+    if 0 < magnitude < _INF_BITS:
+        return _from_bits(b + (np.int64(1) | (b >> 63)))
+    if v != v:
+        return math.inf
+    if v == 0.0:
+        return 5e-324
+    return v if v > 0 else -_BIG64
+
+
+@numba.njit(cache=True, inline="always")
+def next_down(v: float) -> float:  # pragma: no cover - compiled
+    """One float64 step toward -inf; NaN -> -inf; +inf -> the largest finite number."""
+    b = _bits(v)
+    magnitude = b & _MAGNITUDE
+    if 0 < magnitude < _INF_BITS:
+        return _from_bits(b - (np.int64(1) | (b >> 63)))
+    if v != v:
+        return -math.inf
+    if v == 0.0:
+        return -5e-324
+    return v if v < 0 else _BIG64
 
 
 @numba.njit(cache=True, inline="always")
@@ -102,37 +129,106 @@ def _round_one(
     return y
 
 
-@numba.njit(cache=True)
-def _round_all(
-    x: np.ndarray, precision: int, emin: int, big: float, has_inf: bool, up: bool
-) -> np.ndarray:  # pragma: no cover - compiled
-    # In the target's normal range, rounding to p significant bits keeps the top p - 1 fraction
-    # bits of the float64 pattern: truncation rounds the magnitude down, and adding one unit of
-    # the kept part rounds it up (a carry moves into the exponent, as it should).
-    out = np.empty_like(x)
-    bits = x.view(np.int64)
-    out_bits = out.view(np.int64)
-    drop = 53 - precision
-    low = (np.int64(1) << drop) - 1
-    unit = np.int64(1) << drop
-    smallest_normal = math.ldexp(1.0, emin)
-    for i in range(x.size):
-        v = x[i]
-        if v != v or math.isinf(v) or v == 0.0 or abs(v) < smallest_normal:
-            out[i] = _round_one(v, precision, emin, big, has_inf, up)
-            continue
-        b = bits[i]
+@numba.njit(cache=True, inline="always")
+def round_to(
+    v: float, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool, up: bool
+) -> float:  # pragma: no cover - compiled
+    """``v`` rounded onto the grid of a format with ``precision`` significant bits (smallest
+    normal number ``smallest_normal`` = 2**emin, largest finite ``big``), toward +inf when
+    ``up``, else toward -inf."""
+    b = _bits(v)
+    magnitude = b & _MAGNITUDE
+    if _bits(smallest_normal) <= magnitude < _INF_BITS:
+        # In the target's normal range, rounding to p significant bits keeps the top p - 1
+        # fraction bits of the float64 pattern: truncation rounds the magnitude down, and adding
+        # one unit of the kept part rounds it up (a carry moves into the exponent, as it should).
+        drop = 53 - precision
+        low = (np.int64(1) << drop) - 1
         if b & low == 0:
             y = v
         else:
             kept = b & ~low
-            out_bits[i] = kept + unit if (v > 0) == up else kept
-            y = out[i]
+            y = _from_bits(kept + (np.int64(1) << drop) if (b >= 0) == up else kept)
         if y > big:
-            y = math.inf if up else big
-        elif y < -big:
-            y = -big if up else -math.inf
-        out[i] = y
+            return math.inf if up else big
+        if y < -big:
+            return -big if up else -math.inf
+        return y
+    return _round_one(v, precision, emin, big, has_inf, up)
+
+
+@numba.njit(cache=True, inline="always")
+def step_down_to(
+    v: float, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool
+) -> float:  # pragma: no cover - compiled
+    """``round_to(next_down(v), ..., up=False)``: the largest number of the format strictly
+    below the float64 ``v`` (the lower end of an inexact float64 result, rounded onto the
+    format), in one step where ``v`` is a normal number of the format's range."""
+    b = _bits(v)
+    magnitude = b & _MAGNITUDE
+    if _bits(smallest_normal) < magnitude < _INF_BITS:
+        drop = 53 - precision
+        low = (np.int64(1) << drop) - 1
+        unit = np.int64(1) << drop
+        kept = b & ~low
+        negative = b >> 63  # -1 for a negative number, else 0
+        on_grid = np.int64((b & low) == 0)
+        # negative: away from zero by one unit of the format, on its grid or not; positive:
+        # toward zero, by truncation, or by one unit from a number of the grid (branch-free:
+        # the sign of interval ends is unpredictable)
+        y = _from_bits(kept + ((negative & unit) | (~negative & -(unit * on_grid))))
+        if y > big:
+            return big
+        if y < -big:
+            return -math.inf
+        return y
+    return round_to(next_down(v), precision, smallest_normal, emin, big, has_inf, False)
+
+
+@numba.njit(cache=True, inline="always")
+def step_up_to(
+    v: float, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool
+) -> float:  # pragma: no cover - compiled
+    """``round_to(next_up(v), ..., up=True)``: the smallest number of the format strictly
+    above the float64 ``v``."""
+    b = _bits(v)
+    magnitude = b & _MAGNITUDE
+    if _bits(smallest_normal) < magnitude < _INF_BITS:
+        drop = 53 - precision
+        low = (np.int64(1) << drop) - 1
+        unit = np.int64(1) << drop
+        kept = b & ~low
+        negative = b >> 63
+        on_grid = np.int64((b & low) == 0)
+        y = _from_bits(kept + ((~negative & unit) | (negative & -(unit * on_grid))))
+        if y > big:
+            return math.inf
+        if y < -big:
+            return -big
+        return y
+    return round_to(next_up(v), precision, smallest_normal, emin, big, has_inf, True)
+
+
+@numba.njit(cache=True)
+def _step_all(x: np.ndarray, direction: float) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.empty_like(x)
+    if direction > 0:
+        for i in range(x.size):
+            out[i] = next_up(x[i])
+    else:
+        for i in range(x.size):
+            out[i] = next_down(x[i])
+    return out
+
+
+@numba.njit(cache=True)
+def _round_all(
+    x: np.ndarray, precision: int, emin: int, big: float, has_inf: bool, up: bool
+) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.empty_like(x)
+    smallest_normal = math.ldexp(1.0, emin)
+    for i in range(x.size):
+        out[i] = round_to(x[i], precision, smallest_normal, emin, big, has_inf, up)
     return out
 
 

@@ -30,6 +30,7 @@ from ..errors import StaleBoundsError
 from ..formats import Format
 from ..interval.bounds import Provenance
 from ..interval.core import Interval
+from ..interval.kernels import summary
 
 __all__ = ["STORE", "BoundsStore", "Record"]
 
@@ -49,6 +50,8 @@ class Record:
     notes: tuple[str, ...] = ()
     #: some element's enclosure is the whole line (its value may be NaN)
     unbounded: bool = False
+    #: the largest radius (hi - lo) / 2 over the storage (+inf where unbounded)
+    max_radius: float = 0.0
     #: written by an in-place operation, whose version bump PyTorch applies after the Python
     #: dispatch layer returns: the next read accepts exactly one increment
     pending: bool = False
@@ -67,6 +70,23 @@ def _view(buffer: np.ndarray, t: torch.Tensor) -> np.ndarray:
         strides=tuple(s * itemsize for s in t.stride()),
         writeable=True,
     )
+
+
+def _buffer(array: np.ndarray, shape: tuple[int, ...], owned: bool) -> np.ndarray:
+    """A flat float64 buffer holding ``array`` broadcast to ``shape``: ``array`` itself when the
+    caller handed it over and it owns contiguous memory of that shape, else a copy (a rule's
+    arrays may be views of another record's buffers)."""
+    if (
+        owned
+        and type(array) is np.ndarray
+        and array.flags.owndata
+        and array.flags.c_contiguous
+        and array.flags.writeable
+        and array.dtype == np.float64
+        and array.shape == shape
+    ):
+        return array.reshape(-1)
+    return np.array(np.broadcast_to(array, shape), dtype=np.float64, order="C").reshape(-1)
 
 
 def _storage_values(t: torch.Tensor) -> np.ndarray:
@@ -135,38 +155,33 @@ class BoundsStore:
         mode: str,
         notes: tuple[str, ...] = (),
         in_place: bool = False,
-    ) -> None:
+        owned: bool = False,
+    ) -> Record:
         """Record ``interval`` as the enclosure of ``t``'s elements (just written by an op;
-        ``in_place`` when the op mutated ``t``, whose version bump is still to come)."""
+        ``in_place`` when the op mutated ``t``, whose version bump is still to come) and return
+        the record. ``owned``: the caller hands over the interval's arrays (nothing else refers
+        to them), so a contiguous float64 array that owns its memory becomes the buffer itself
+        instead of a copy."""
         key = StorageWeakRef(t.untyped_storage())
         shape = tuple(t.shape)
-        lo = np.broadcast_to(interval.lo, shape)
-        hi = lo if interval.is_point else np.broadcast_to(interval.hi, shape)
         length = _storage_length(t)
         whole = t.is_contiguous() and t.storage_offset() == 0 and t.numel() == length
         with self._lock:
             record = self._records.get(key)
-        if record is None or whole:
-            if whole:
-                # a copy: a rule's arrays may be views of another record's buffers
-                flat_lo = np.array(lo, dtype=np.float64, order="C").reshape(-1)
-                flat_hi = (
-                    flat_lo
-                    if interval.is_point
-                    else np.array(hi, dtype=np.float64, order="C").reshape(-1)
-                )
-                record = Record(flat_lo, flat_hi, t._version, dtype_format(t.dtype))
-            else:
+        if whole:
+            flat_lo = _buffer(interval.lo, shape, owned)
+            flat_hi = flat_lo if interval.is_point else _buffer(interval.hi, shape, owned)
+            record = Record(flat_lo, flat_hi, t._version, dtype_format(t.dtype))
+        else:
+            lo = np.broadcast_to(interval.lo, shape)
+            hi = lo if interval.is_point else np.broadcast_to(interval.hi, shape)
+            if record is None:
                 values = _storage_values(t)
                 record = Record(values, values, t._version, dtype_format(t.dtype))
-                self._write_strided(record, t, lo, hi, interval.is_point)
-        else:
             self._write_strided(record, t, lo, hi, interval.is_point)
         record.version = t._version
         record.pending = in_place
-        record.unbounded = record.hi is not record.lo and bool(
-            np.isneginf(record.lo).any() and (np.isneginf(record.lo) & np.isposinf(record.hi)).any()
-        )
+        record.max_radius, record.unbounded = summary(record.lo, record.hi)
         record.provenance = provenance
         record.mode = mode
         record.notes = notes
@@ -176,6 +191,7 @@ class BoundsStore:
             if self._writes % _PURGE_EVERY == 0:
                 for dead in [k for k in self._records if k.expired()]:
                     del self._records[dead]
+        return record
 
     @staticmethod
     def _write_strided(

@@ -36,6 +36,7 @@ from ..adapters.torch import dtype_format, internal
 from ..formats import FORMATS, Format
 from ..interval import elementwise as ew
 from ..interval.core import Interval, gamma
+from ..interval.kernels import gelu_erf_bounds, normalise_rows, softmax_bounds
 from ..interval.linalg import matmul, reduce_sum
 from ..interval.registry import register_rule
 from ..interval.rounding import down, up
@@ -541,18 +542,14 @@ def _unimodal(
         high = np.maximum(f_lo, f_hi)
         x_mag = a.magnitude()
         f_mag = np.maximum(np.abs(low), np.abs(high))
-        spread = allowance(x_mag, f_mag) + 2.0**-48 * (f_mag + x_mag + 1e-300)
+        spread = allowance(x_mag, f_mag) + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
         spread = np.where(np.isnan(spread), np.inf, spread)
         result = Interval(down(low - spread), up(high + spread))
     return ew.everything_where_nan(result).to_format(ctx.fmt)
 
 
-def _gelu_erf(x: Array) -> Array:
-    result: Array = 0.5 * x * (1.0 + _erf(x * math.sqrt(0.5)))
-    return result
-
-
 _GELU_TANH_BETA, _GELU_TANH_KAPPA = math.sqrt(2 / math.pi), 0.044715
+_GELU_ERF_MINIMUM = (-0.7517915246935645, -0.16997120747990367)
 
 
 def _gelu_tanh(x: Array) -> Array:
@@ -595,12 +592,10 @@ def _gelu(ctx: RuleContext) -> Interval:
             return result
 
         return _unimodal(ctx, _gelu_tanh, (-0.7524614220710163, -0.17004075057125406), allowance)
-    return _unimodal(
-        ctx,
-        _gelu_erf,
-        (-0.7517915246935645, -0.16997120747990367),
-        lambda x, f: x * u * (9 + 0.5 * x) + floor,
-    )
+    # the same rule as _unimodal with the allowance x u (9 + x / 2) + floor, in one pass
+    a = ctx.operand(ctx.args[0], c)
+    lo, hi = gelu_erf_bounds(a.lo, a.hi, a.is_point, _GELU_ERF_MINIMUM, ctx.fmt, c, _erf)
+    return Interval(lo, hi)
 
 
 @_rule("aten.silu")
@@ -928,23 +923,15 @@ def _softmax(ctx: RuleContext) -> Interval:
     axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
     c = ctx.compute
     a = ctx.operand(x, c)
-    e_lo, e_hi, total_hi, total_lo = _shifted_exponentials(a, axis)
     n = a.shape[axis] if a.shape else 1
     u, kappa = _softmax_units(ctx)
     absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        low = e_lo / (e_lo + (total_hi - e_hi) * (1 + 2**-40))
-        high = e_hi / (e_hi + np.maximum(total_lo - e_lo, 0.0) * (1 - 2**-40))
-        factor = (1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u)) * (1 + u) * (1 + 2**-40)
-        lo = down((low * (1 - kappa) - absolute) / factor)
-        hi = up(np.minimum(high, 1.0) * (1 + kappa) * factor + absolute * factor)
-        nan = np.isnan(lo) | np.isnan(hi) | _row_may_be_nan(a, axis)
-        lo = np.where(nan, -np.inf, np.maximum(lo, 0.0))
-        hi = np.where(nan, np.inf, hi)
-    if ctx.call.packet == "aten._safe_softmax":  # rows of -inf only give 0, not NaN
-        empty = np.all(np.isneginf(a.hi), axis=axis, keepdims=True)
-        lo, hi = np.where(empty, 0.0, lo), np.where(empty, 0.0, hi)
-    return Interval(lo, hi).to_format(ctx.fmt)
+    factor = (1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u)) * (1 + u) * (1 + 2**-40)
+    # one compiled pass per row (the exponentials in float64 as _shifted_exponentials does)
+    lo, hi = softmax_bounds(
+        a.lo, a.hi, axis, kappa, absolute, factor, ctx.call.packet == "aten._safe_softmax", ctx.fmt
+    )
+    return Interval(lo, hi)
 
 
 @_rule("aten._log_softmax", "aten.log_softmax")
@@ -1036,8 +1023,21 @@ def _layer_norm(ctx: RuleContext) -> tuple[Interval, Interval, Interval]:
     a = ctx.operand(x, ctx.compute)
     mean, variance = _moments(ctx, a, axes, 0.0)
     rstd = _rstd(ctx, variance, float(eps))
-    out = _affine_normalise(ctx, a, mean, rstd, _optional(ctx, weight), _optional(ctx, bias))
-    return out, mean, rstd
+    w, b = _optional(ctx, weight), _optional(ctx, bias)
+    # _affine_normalise, one compiled pass over rows of the normalised elements
+    c = ctx.compute
+    lo, hi = normalise_rows(
+        (a.lo, a.hi),
+        int(np.prod(shape)) if len(shape) else 1,
+        (mean.lo, mean.hi),
+        (rstd.lo, rstd.hi),
+        (w.lo, w.hi) if w is not None else None,
+        (b.lo, b.hi) if b is not None else None,
+        c.unit_roundoff,
+        8 * c.smallest_subnormal,
+        ctx.fmt,
+    )
+    return Interval(lo, hi), mean, rstd
 
 
 def _rstd(ctx: RuleContext, variance: Interval, eps: float) -> Interval:
@@ -1130,6 +1130,26 @@ def _matmul_setup(ctx: RuleContext, k: int, extra_terms: int = 0) -> tuple[float
     return float(factor), acc
 
 
+_NARROW_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _magnitude32(x: Any, enclosure: Interval) -> Array | None:
+    """max(|x|, 2**-126) as a float32 array, from a point tensor of a format float32 holds
+    exactly (one vectorised pass instead of a float64 one): the operand of a radius product
+    (:func:`pytest_fpcheck.interval.linalg.matmul`'s ``magnitudes``); None otherwise."""
+    if not (
+        enclosure.is_point
+        and isinstance(x, torch.Tensor)
+        and x.dtype in _NARROW_DTYPES
+        and x.device.type == "cpu"
+    ):
+        return None
+    with internal(), torch.no_grad():
+        magnitude = x.detach().abs().to(torch.float32).clamp_min_(2.0**-126)
+    result: Array = magnitude.numpy()
+    return result
+
+
 def _product(
     ctx: RuleContext,
     a: Interval,
@@ -1137,10 +1157,20 @@ def _product(
     k: int,
     addend: Interval | None = None,
     product: Callable[[Array, Array], Array] = np.matmul,
+    magnitudes: tuple[Array | None, Array | None] = (None, None),
 ) -> Interval:
     factor, acc = _matmul_setup(ctx, k, 1 if addend is not None else 0)
     if addend is None:
-        return matmul(a, b, ctx.fmt, factor=factor, accumulate=acc, product=product, k=k)
+        return matmul(
+            a,
+            b,
+            ctx.fmt,
+            factor=factor,
+            accumulate=acc,
+            product=product,
+            k=k,
+            magnitudes=magnitudes,
+        )
     # addend + A B: one more term in the same accumulation; evaluate A B unrounded, then add
     # the addend with the same factor applied to its magnitude.
     inner = matmul(a, b, _F64, factor=factor, accumulate=acc, product=product, k=k + 1)
@@ -1158,7 +1188,9 @@ def _scale(ctx: RuleContext, a: Interval, factor: Any) -> Interval:
 def _mm(ctx: RuleContext) -> Interval:
     a, b = ctx.args[0], ctx.args[1]
     k = a.shape[-1]
-    return _product(ctx, ctx.operand(a), ctx.operand(b), k)
+    left, right = ctx.operand(a), ctx.operand(b)
+    magnitudes = (_magnitude32(a, left), _magnitude32(b, right))
+    return _product(ctx, left, right, k, magnitudes=magnitudes)
 
 
 @_rule("aten.addmm", "aten.baddbmm", "aten.addmv", "aten.addbmm")
@@ -1174,14 +1206,20 @@ def _addmm(ctx: RuleContext) -> Interval:
     extra = 0 if (float(alpha) == 1 and float(beta) == 1) else 2
     factor, acc = _matmul_setup(ctx, k, 1 + extra)
     if ctx.call.packet != "aten.addbmm":
+        right = ctx.operand(m2)
+        magnitudes = (
+            _magnitude32(m1, left) if float(alpha) == 1 else None,
+            _magnitude32(m2, right),
+        )
         return matmul(
             left,
-            ctx.operand(m2),
+            right,
             ctx.fmt,
             factor=factor,
             accumulate=acc,
             k=k + 1 + extra,
             addend=shifted,
+            magnitudes=magnitudes,
         )
     inner = matmul(left, ctx.operand(m2), _F64, factor=factor, accumulate=acc, k=k + 1 + extra)
     inner = reduce_sum(inner, (0,), False, _F64, lambda n: factor)

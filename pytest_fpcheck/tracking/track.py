@@ -27,11 +27,12 @@ from ..errors import InvalidArgument, StaleBoundsError, UnsupportedOperation
 from ..formats import FORMATS
 from ..interval.bounds import Bounds, Provenance
 from ..interval.core import Interval
+from ..interval.kernels import summary
 from ..interval.registry import lookup
 from . import torch_rules as _torch_rules  # noqa: F401  (registers the rules)
 from .context import RuleContext
-from .interpreter import hooks as kernels
 from .interpose import Interposer, OpCall
+from .interpreter import hooks as kernels
 from .policy import SumBound
 from .store import STORE, Record
 
@@ -168,21 +169,31 @@ class Tracker(Interposer):
         intervals = result if isinstance(result, (tuple, list)) else (result,)
         provenance = Provenance().merge(*(r.provenance for r in inherited))
         notes = tuple(dict.fromkeys([n for r in inherited for n in r.notes] + ctx.notes))
-        inherited_radius = max((_max_radius(r) for r in inherited), default=0.0)
+        inherited_radius = max((r.max_radius for r in inherited), default=0.0)
+        handed_over: set[int] = set()
         for tensor, interval in zip(outputs, intervals, strict=False):
             if interval is None:
                 continue
             if interval.is_point and not STORE.has_record(tensor):
                 continue  # exact and never tracked: nothing to say
-            own = max(_interval_radius(interval) - inherited_radius, 0.0)
-            STORE.write(
+            # a rule's result arrays become the record's buffers (no copy) unless another
+            # output already took them
+            ends = {id(interval.lo), id(interval.hi)}
+            owned = not ends & handed_over
+            handed_over |= ends
+            record = STORE.write(
                 tensor,
                 interval,
-                provenance=provenance.merge(site=ctx.call.site, widening=own),
+                provenance=provenance,
                 mode=self.mode,
                 notes=notes,
                 in_place=in_place,
+                owned=owned,
             )
+            covered = record.lo.size == tensor.numel()
+            radius = record.max_radius if covered else summary(interval.lo, interval.hi)[0]
+            own = max(radius - inherited_radius, 0.0)
+            record.provenance = provenance.merge(site=ctx.call.site, widening=own)
 
 
 def _sdpa_math(
@@ -297,22 +308,6 @@ def _snapshot(t: torch.Tensor, record: Record | None) -> Interval:
         return Interval(current.lo.copy(), current.hi.copy())
     with internal(), torch.no_grad():
         return Interval.point(t.detach().to("cpu", torch.float64).numpy().copy())
-
-
-def _interval_radius(interval: Interval) -> float:
-    if interval.is_point or interval.lo.size == 0:
-        return 0.0
-    with np.errstate(invalid="ignore", over="ignore"):
-        width = np.max(np.where(interval.lo == interval.hi, 0.0, interval.hi - interval.lo))
-    return float(width) / 2 if np.isfinite(width) else float("inf")
-
-
-def _max_radius(record: Record) -> float:
-    if record.hi is record.lo or record.lo.size == 0:
-        return 0.0
-    with np.errstate(invalid="ignore", over="ignore"):
-        width = np.max(np.where(record.lo == record.hi, 0.0, record.hi - record.lo))
-    return float(width) / 2 if np.isfinite(width) else float("inf")
 
 
 def track(

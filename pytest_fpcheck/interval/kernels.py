@@ -1,0 +1,816 @@
+"""Fused passes of the interval engine: one compiled loop per rule instead of a chain of NumPy
+passes (RENDER section II-C's outward rounding, done element by element as each endpoint is
+produced).
+
+Every kernel evaluates the same float64 expressions as the NumPy formulation it replaces, with
+the same outward steps (:func:`.rounding.next_up` / :func:`.rounding.next_down` are bit-exact
+``nextafter``), so the enclosures are those of the documented rules; only the number of passes
+over memory changes. Kernels work on flat arrays: :func:`flat_views` turns a (possibly
+transposed) array into a flat one without copying where its memory allows.
+
+Scalar helpers that need "a float64 number at least as large as the exact value" of a
+non-negative quantity use :func:`bump`: ``r (1 + 2**-51)`` is at least one float64 step above
+a normal ``r`` (the product's exact value exceeds the next float64), and ``r + 2**-1022`` above
+a tiny one. Kernels keep subnormal operands out of their arithmetic (a subnormal operand costs
+a microcode assist of a hundred cycles on x86): allowances below 2**-1022 are raised to it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numba
+import numpy as np
+
+from ..formats import Format
+from .rounding import next_down, next_up, round_to, step_down_to, step_up_to
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    Array = NDArray[np.float64]
+
+__all__ = [
+    "FormatArgs",
+    "add_bounds",
+    "broadcast_flat",
+    "bump",
+    "empty_like_order",
+    "flat",
+    "flat_views",
+    "format_args",
+    "gelu_erf_bounds",
+    "matmul_epilogue",
+    "mul_bounds",
+    "normalise_rows",
+    "outward",
+    "outward_step",
+    "softmax_bounds",
+    "split_operand",
+    "summary",
+]
+
+#: (is float64, precision, smallest normal, emin, largest finite, has infinities): a format as
+#: kernels take it
+FormatArgs = tuple[bool, int, float, int, float, bool]
+
+
+def format_args(fmt: Format) -> FormatArgs:
+    return (
+        fmt.name == "float64",
+        fmt.precision,
+        fmt.smallest_normal,
+        fmt.emin,
+        fmt.max_finite,
+        fmt.has_inf,
+    )
+
+
+@numba.njit(cache=True, inline="always")
+def outward(
+    lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool]
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """[lo, hi] rounded outward onto the format (float64: NaN ends become -inf / +inf)."""
+    if fa[0]:
+        return (-math.inf if lo != lo else lo), (math.inf if hi != hi else hi)
+    return (
+        round_to(lo, fa[1], fa[2], fa[3], fa[4], fa[5], False),
+        round_to(hi, fa[1], fa[2], fa[3], fa[4], fa[5], True),
+    )
+
+
+@numba.njit(cache=True, inline="always")
+def outward_step(
+    lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool]
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """``outward(next_down(lo), next_up(hi), fa)`` (ends of inexact float64 results, stepped
+    outward, then rounded onto the format), fused."""
+    if fa[0]:
+        return next_down(lo), next_up(hi)
+    return (
+        step_down_to(lo, fa[1], fa[2], fa[3], fa[4], fa[5]),
+        step_up_to(hi, fa[1], fa[2], fa[3], fa[4], fa[5]),
+    )
+
+
+@numba.njit(cache=True, inline="always")
+def bump(r: float) -> float:  # pragma: no cover - compiled
+    """A float64 number >= the next float64 above ``r >= 0`` (NaN and inf stay)."""
+    if r >= 2.0**-1000:
+        return r * (1.0 + 2.0**-51)
+    return r + 2.0**-1022
+
+
+def flat_views(*arrays: Array) -> tuple[list[np.ndarray], tuple[int, ...], tuple[int, ...]]:
+    """Flat (1-d) views of float64 arrays of one shape, the axis order that makes them
+    C-contiguous (the first array's, by decreasing stride) and its inverse; contiguous copies
+    (and the identity order) when some array's memory has gaps or another layout."""
+    first = arrays[0]
+    order = tuple(sorted(range(first.ndim), key=lambda axis: -abs(first.strides[axis])))
+    moved = [array.transpose(order) for array in arrays]
+    if all(m.flags.c_contiguous and m.dtype == np.float64 for m in moved):
+        inverse = tuple(int(i) for i in np.argsort(order))
+        return [m.reshape(-1) for m in moved], order, inverse
+    identity = tuple(range(first.ndim))
+    flats = [np.ascontiguousarray(array, dtype=np.float64).reshape(-1) for array in arrays]
+    return flats, identity, identity
+
+
+def empty_like_order(shape: tuple[int, ...], order: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised float64 array of ``shape`` whose memory runs in axis order ``order``
+    (one that owns its memory when the order is the natural one)."""
+    if order == tuple(range(len(shape))):
+        return np.empty(shape)
+    return np.empty(tuple(shape[axis] for axis in order)).transpose(np.argsort(order))
+
+
+def flat(array: np.ndarray) -> np.ndarray:
+    """The flat view of an array from :func:`empty_like_order`, in memory order."""
+    order = sorted(range(array.ndim), key=lambda axis: -abs(array.strides[axis]))
+    moved = array.transpose(order)
+    assert moved.flags.c_contiguous  # so that reshape gives a view, never a copy
+    return moved.reshape(-1)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _split(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    point: bool,
+    c: tuple[float, float, float, float],
+    want_y: bool,
+    inflate: float,
+    floor: float,
+    mid: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    for i in range(lo.size):
+        a, b = lo[i], hi[i]
+        if point:
+            m, r = a, 0.0
+        else:
+            m = a * 0.5 + b * 0.5
+            if not math.isfinite(m):
+                m = 0.0
+            r = max(b - m, m - a)
+            r = math.inf if r != r else bump(r)
+            mid[i] = m
+        am = abs(m)
+        xv = 0.0
+        if c[0] != 0.0 and r != 0.0:
+            xv = c[0] * r
+        if c[1] != 0.0 and am != 0.0:
+            xv = xv + c[1] * am
+        if xv != 0.0:
+            xv = max(xv, floor) * inflate
+        x[i] = xv
+        if want_y:
+            yv = 0.0
+            if c[2] != 0.0 and r != 0.0:
+                yv = c[2] * r
+            if c[3] != 0.0 and am != 0.0:
+                yv = yv + c[3] * am
+            if yv != 0.0:
+                yv = max(yv, floor) * inflate
+            y[i] = yv
+
+
+def split_operand(
+    a_lo: Array,
+    a_hi: Array,
+    point: bool,
+    x_coefficients: tuple[float, float],
+    y_coefficients: tuple[float, float] | None,
+    narrow: bool,
+) -> tuple[Array, np.ndarray, np.ndarray | None]:
+    """(mid, x, y) of an interval operand of a product: ``mid`` as :meth:`Interval.mid_rad`
+    gives it (``a_lo`` itself for a point), ``x = cx0 rad + cx1 |mid|`` and ``y = cy0 rad + cy1 |mid|`` (None without
+    coefficients), each evaluated in float64 (three roundings, non-negative terms) and, when
+    ``narrow``, stored as float32 rounded upward (values below float32's smallest normal raised
+    to it): the non-negative operands of a radius product."""
+    flats, order, inverse = flat_views(a_lo, a_hi)
+    shape = tuple(a_lo.shape[axis] for axis in order)
+    dtype = np.float32 if narrow else np.float64
+    # nearest rounding of x (1 + 2**-22) to float32 is >= x for x >= float32's smallest normal
+    inflate, floor = (1.0 + 2.0**-22, 2.0**-126) if narrow else (1.0, 0.0)
+    mid = np.empty(0 if point else flats[0].size)
+    x = np.empty(flats[0].size, dtype=dtype)
+    y = np.empty(flats[0].size if y_coefficients is not None else 0, dtype=dtype)
+    coefficients = (*x_coefficients, *(y_coefficients or (0.0, 0.0)))
+    _split(
+        flats[0],
+        flats[1],
+        point,
+        coefficients,
+        y_coefficients is not None,
+        inflate,
+        floor,
+        mid,
+        x,
+        y,
+    )
+
+    def back(v: np.ndarray) -> np.ndarray:
+        return v.reshape(shape).transpose(inverse)
+
+    return (
+        a_lo if point else back(mid),
+        back(x),
+        (back(y) if y_coefficients is not None else None),
+    )
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _epilogue(
+    mid: np.ndarray,
+    rad: np.ndarray,
+    addend_mid: np.ndarray,
+    addend_rad: np.ndarray,
+    c: tuple[float, float, float, float],
+    fa: tuple[bool, int, float, int, float, bool],
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    multiplier, scale, eta, limit = c
+    period = addend_mid.size if addend_mid.size else mid.size
+    for start in range(0, mid.size, period):
+        for j in range(period):
+            i = start + j
+            m = mid[i]
+            r = float(rad[i]) * multiplier
+            if addend_mid.size:
+                m = m + addend_mid[j]
+                r = r + addend_rad[j]
+            r = bump((r + eta) * scale)
+            if not (r < limit) or not math.isfinite(m):
+                lo[i], hi[i] = -math.inf, math.inf
+            else:
+                lo[i], hi[i] = outward_step(m - r, m + r, fa)
+
+
+def matmul_epilogue(
+    mid: Array,
+    rad: np.ndarray,
+    addend: tuple[Array, Array] | None,
+    multiplier: float,
+    scale: float,
+    eta: float,
+    limit: float,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """lo, hi of a product from its float64 midpoint and its radius product:
+    ``r = bump(((rad multiplier + addend radius) + eta) scale)`` (an addend adds its midpoint
+    to ``mid``), [down(mid - r), up(mid + r)] rounded outward onto ``fmt``, and the whole line
+    where ``r`` reaches ``limit`` (g times the accumulator's overflow threshold: a partial sum
+    may overflow) or ``mid`` is not finite.
+    ``addend`` = (midpoint, radius term) arrays whose shape is a trailing part of mid's."""
+    shape = mid.shape
+    mid_flat = np.ascontiguousarray(mid).reshape(-1)
+    rad_flat = np.ascontiguousarray(rad).reshape(-1)
+    addend_mid, addend_rad = (np.zeros(0), np.zeros(0)) if addend is None else addend
+    lo, hi = np.empty(shape), np.empty(shape)  # arrays that own their memory (see store.write)
+    _epilogue(
+        mid_flat,
+        rad_flat,
+        np.ascontiguousarray(addend_mid, dtype=np.float64).reshape(-1),
+        np.ascontiguousarray(addend_rad, dtype=np.float64).reshape(-1),
+        (multiplier, scale, eta, limit),
+        format_args(fmt),
+        lo.reshape(-1),
+        hi.reshape(-1),
+    )
+    return lo, hi
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _gelu_erf_bounds(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    point: bool,
+    erf_lo: np.ndarray,
+    erf_hi: np.ndarray,
+    c: tuple[float, float, float, float],
+    fa: tuple[bool, int, float, int, float, bool],
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    x_min, f_min, u, floor = c
+    for i in range(lo.size):
+        a = lo[i]
+        f_a = 0.5 * a * (1.0 + erf_lo[i])
+        if point:
+            b, low, high = a, f_a, f_a
+        else:
+            b = hi[i]
+            f_b = 0.5 * b * (1.0 + erf_hi[i])
+            low, high = min(f_a, f_b), max(f_a, f_b)
+            if a <= x_min + 1e-9 and x_min - 1e-9 <= b:
+                low = min(low, f_min)
+            if f_b != f_b:
+                low = high = f_b
+        x_mag = max(abs(a), abs(b))
+        f_mag = max(abs(low), abs(high))
+        spread = x_mag * u * (9.0 + 0.5 * x_mag) + floor + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
+        down_end, up_end = low - spread, high + spread
+        if f_a != f_a or down_end != down_end or up_end != up_end:
+            out_lo[i], out_hi[i] = -math.inf, math.inf
+        else:
+            out_lo[i], out_hi[i] = outward_step(down_end, up_end, fa)
+
+
+def gelu_erf_bounds(
+    lo: Array,
+    hi: Array,
+    point: bool,
+    minimum: tuple[float, float],
+    fmt: Format,
+    compute: Format,
+    erf: Callable[[Array], Array],
+) -> tuple[Array, Array]:
+    """The enclosure of ATen's erf GELU, x (1 + erf(x / sqrt 2)) / 2, over [lo, hi] (see
+    ``torch_rules._gelu``): the hull of the end values (and of the minimum ``minimum`` =
+    (abscissa, value) when [lo, hi] holds its abscissa), computed with ``erf`` (a float64 array
+    function within a few ULPs, e.g. SLEEF's, vectorised), widened by ATen's evaluation error in
+    ``compute``, ``|x| u (9 + |x| / 2) + 4 smallest normals``, and by 2**-48 (|f| + |x|) +
+    2**-1000 for the float64 evaluation here, then rounded outward onto ``fmt``; the whole line
+    where an end value is NaN."""
+    flats, order, _ = flat_views(lo, hi)
+    erf_lo = np.ascontiguousarray(erf(flats[0] * math.sqrt(0.5)), dtype=np.float64)
+    erf_hi = erf_lo if point else np.ascontiguousarray(erf(flats[1] * math.sqrt(0.5)))
+    out_lo, out_hi = empty_like_order(lo.shape, order), empty_like_order(lo.shape, order)
+    constants = (minimum[0], minimum[1], compute.unit_roundoff, 4 * compute.smallest_normal)
+    _gelu_erf_bounds(
+        flats[0],
+        flats[1],
+        point,
+        erf_lo,
+        erf_hi,
+        constants,
+        format_args(fmt),
+        flat(out_lo),
+        flat(out_hi),
+    )
+    return out_lo, out_hi
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _summary(lo: np.ndarray, hi: np.ndarray) -> tuple[float, bool]:  # pragma: no cover
+    widest = 0.0
+    unbounded = False
+    for i in range(lo.size):
+        a, b = lo[i], hi[i]
+        if a != b:
+            width = b - a
+            if width != width:
+                width = math.inf
+            widest = max(widest, width)
+            if a == -math.inf and b == math.inf:
+                unbounded = True
+    return widest, unbounded
+
+
+def summary(lo: Array, hi: Array) -> tuple[float, bool]:
+    """(largest radius, some element is the whole line) of [lo, hi]: the radius is half the
+    largest width hi - lo (0 where lo == hi, +inf where the width overflows or is NaN)."""
+    if lo is hi or lo.size == 0:
+        return 0.0, False
+    flats, _, _ = flat_views(lo, hi)
+    widest, unbounded = _summary(flats[0], flats[1])
+    return (widest / 2 if math.isfinite(widest) else math.inf), unbounded
+
+
+def broadcast_flat(array: Array, shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """(flat float64 data, period) of ``array`` broadcast to ``shape`` in C order: element i of
+    the broadcast is ``data[i % period]``. A C-contiguous array whose shape is a trailing part of
+    ``shape`` (leading ones aside) is used as it is; anything else is broadcast and copied."""
+    dims = list(array.shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    trailing = len(dims) <= len(shape) and tuple(dims) == shape[len(shape) - len(dims) :]
+    if trailing and array.flags.c_contiguous and array.dtype == np.float64:
+        return array.reshape(-1), max(array.size, 1)
+    data = np.ascontiguousarray(np.broadcast_to(array, shape), dtype=np.float64).reshape(-1)
+    return data, max(data.size, 1)
+
+
+@numba.njit(cache=True, inline="always")
+def _sum_lower(a: float, b: float) -> float:  # pragma: no cover - compiled
+    """a + b rounded down: the float64 sum when TwoSum shows it exact or below, else a step
+    below it (an infinite operand makes the sum exact)."""
+    s = a + b
+    b_virtual = s - a
+    error = (a - (s - b_virtual)) + (b - b_virtual)
+    stepped = next_down(s)  # both computed, then selected: the error's sign is unpredictable
+    exact = (error >= 0) | (math.isinf(s) & (error == error)) | math.isinf(a) | math.isinf(b)
+    return s if exact else stepped
+
+
+@numba.njit(cache=True, inline="always")
+def _sum_upper(a: float, b: float) -> float:  # pragma: no cover - compiled
+    s = a + b
+    b_virtual = s - a
+    error = (a - (s - b_virtual)) + (b - b_virtual)
+    stepped = next_up(s)
+    exact = (error <= 0) | (math.isinf(s) & (error == error)) | math.isinf(a) | math.isinf(b)
+    return s if exact else stepped
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _add_bounds(
+    a_lo: np.ndarray,
+    a_hi: np.ndarray,
+    a_period: int,
+    b_lo: np.ndarray,
+    b_hi: np.ndarray,
+    b_period: int,
+    negate_b: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    block = min(a_period, b_period)
+    for start in range(0, lo.size, block):
+        a0, b0 = start % a_period, start % b_period
+        for j in range(block):
+            x_lo, x_hi = a_lo[a0 + j], a_hi[a0 + j]
+            if negate_b:
+                y_lo, y_hi = -b_hi[b0 + j], -b_lo[b0 + j]
+            else:
+                y_lo, y_hi = b_lo[b0 + j], b_hi[b0 + j]
+            low, high = _sum_lower(x_lo, y_lo), _sum_upper(x_hi, y_hi)
+            opposite = (x_hi == math.inf and y_lo == -math.inf) or (
+                x_lo == -math.inf and y_hi == math.inf
+            )
+            if opposite or low != low or high != high:
+                lo[start + j], hi[start + j] = -math.inf, math.inf
+            else:
+                lo[start + j], hi[start + j] = outward(low, high, fa)
+
+
+def add_bounds(
+    a_lo: Array,
+    a_hi: Array,
+    b_lo: Array,
+    b_hi: Array,
+    negate_b: bool,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """[a_lo + b_lo, a_hi + b_hi] (b negated first when ``negate_b``: a - b), broadcast, each
+    end exact where TwoSum shows the float64 sum exact, else stepped outward; the whole line
+    where inf - inf is possible or an end is NaN; rounded outward onto ``fmt``. For a point,
+    pass the same array as both ends: its sum is then rounded in both directions."""
+    shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
+    a_low, a_period = broadcast_flat(a_lo, shape)
+    a_high = a_low if a_hi is a_lo else broadcast_flat(a_hi, shape)[0]
+    b_low, b_period = broadcast_flat(b_lo, shape)
+    b_high = b_low if b_hi is b_lo else broadcast_flat(b_hi, shape)[0]
+    if a_high.size != a_low.size:  # the two ends of an operand broadcast differently
+        a_low, a_high = (np.ascontiguousarray(np.broadcast_to(x, shape)) for x in (a_lo, a_hi))
+        a_low, a_high, a_period = a_low.reshape(-1), a_high.reshape(-1), max(a_low.size, 1)
+    if b_high.size != b_low.size:
+        b_low, b_high = (np.ascontiguousarray(np.broadcast_to(x, shape)) for x in (b_lo, b_hi))
+        b_low, b_high, b_period = b_low.reshape(-1), b_high.reshape(-1), max(b_low.size, 1)
+    lo, hi = np.empty(shape), np.empty(shape)
+    if lo.size:
+        _add_bounds(
+            a_low,
+            a_high,
+            a_period,
+            b_low,
+            b_high,
+            b_period,
+            negate_b,
+            format_args(fmt),
+            lo.reshape(-1),
+            hi.reshape(-1),
+        )
+    return lo, hi
+
+
+@numba.njit(cache=True, inline="always")
+def _shifted_exp(d: float, upward: bool) -> float:  # pragma: no cover - compiled
+    """exp(d) for d <= 0 widened by its evaluation error ((|d| + 8) 2**-51 relative: the
+    rounding of d and libm's exp); below d = -700 (a result under 2**-1009) 0 as a lower and
+    2**-1000 as an upper end, which keeps subnormal arithmetic out of the kernel."""
+    if d < -700.0:
+        return 2.0**-1000 if upward else 0.0
+    finite = d if math.isfinite(d) else 0.0
+    if upward:
+        return math.exp(d) * (1.0 + (abs(finite) + 8.0) * 2.0**-51)
+    return math.exp(d) * (1.0 - (abs(finite) + 8.0) * 2.0**-51)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _softmax_rows(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    c: tuple[float, float, float],
+    safe: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    kappa, absolute, factor = c
+    rows, n = lo.shape
+    e_lo = np.empty(n)
+    e_hi = np.empty(n)
+    # the float64 sums below err by at most (n - 1) 2**-53 relatively
+    margin = 2.0**-40 + (n + 2) * 2.0**-52
+    for row in range(rows):
+        top = -math.inf
+        undefined = False  # some upper end is NaN
+        may_be_nan = False  # some element may be +inf, or every one -inf
+        every_lower_neginf = True
+        every_upper_neginf = True
+        for j in range(n):
+            h = hi[row, j]
+            if h != h:
+                undefined = True
+            elif h > top:
+                top = h
+            if h == math.inf:
+                may_be_nan = True
+            if lo[row, j] != -math.inf:
+                every_lower_neginf = False
+            if h != -math.inf:
+                every_upper_neginf = False
+        if undefined or not math.isfinite(top):
+            top = 0.0
+        may_be_nan = may_be_nan or every_lower_neginf
+        total_hi = 0.0
+        total_lo = 0.0
+        for j in range(n):
+            e_lo[j] = _shifted_exp(lo[row, j] - top, False)
+            e_hi[j] = _shifted_exp(hi[row, j] - top, True)
+            total_hi += e_hi[j]
+            total_lo += e_lo[j]
+        total_hi = total_hi * (1.0 + margin)
+        total_lo = max(total_lo * (1.0 - margin), 0.0)
+        for j in range(n):
+            if safe and every_upper_neginf:
+                out_lo[row, j], out_hi[row, j] = 0.0, 0.0
+                continue
+            if may_be_nan:
+                out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
+                continue
+            low = e_lo[j] / (e_lo[j] + (total_hi - e_hi[j]) * (1.0 + 2.0**-40))
+            high = e_hi[j] / (e_hi[j] + max(total_lo - e_lo[j], 0.0) * (1.0 - 2.0**-40))
+            down_end, up_end = outward_step(
+                (low * (1.0 - kappa) - absolute) / factor,
+                min(high, 1.0) * (1.0 + kappa) * factor + absolute * factor,
+                fa,
+            )
+            # rounding is monotone and 0 lies on every grid: clipping after it is the same
+            out_lo[row, j], out_hi[row, j] = max(down_end, 0.0), up_end
+
+
+def softmax_bounds(
+    lo: Array,
+    hi: Array,
+    axis: int,
+    kappa: float,
+    absolute: float,
+    factor: float,
+    safe: bool,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """The softmax enclosure of ``torch_rules._softmax`` along ``axis``, one compiled pass per
+    row: e = exp(x - top) at both ends (top the row's largest upper end), the exact range
+    [e_lo / (e_lo + S_hi - e_hi), e_hi / (e_hi + S_lo - e_lo)], then
+    [(low (1 - kappa) - absolute) / factor, high (1 + kappa) factor + absolute factor] stepped
+    outward, clipped below at 0 and rounded onto ``fmt``; the whole line in rows that may be NaN
+    (an upper end +inf, or every lower end -inf), and 0 in rows of -inf when ``safe``."""
+    moved_lo, moved_hi = np.moveaxis(lo, axis, -1), np.moveaxis(hi, axis, -1)
+    shape = moved_lo.shape
+    n = shape[-1] if shape else 1
+    rows_lo = np.ascontiguousarray(moved_lo, dtype=np.float64).reshape(-1, n)
+    rows_hi = rows_lo if hi is lo else np.ascontiguousarray(moved_hi, dtype=np.float64)
+    out_lo, out_hi = np.empty(shape), np.empty(shape)
+    if out_lo.size:
+        _softmax_rows(
+            rows_lo,
+            rows_hi.reshape(-1, n),
+            (kappa, absolute, factor),
+            safe,
+            format_args(fmt),
+            out_lo.reshape(-1, n),
+            out_hi.reshape(-1, n),
+        )
+    if axis % max(lo.ndim, 1) == lo.ndim - 1 or lo.ndim == 0:
+        return out_lo, out_hi
+    return np.moveaxis(out_lo, -1, axis), np.moveaxis(out_hi, -1, axis)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _mul_bounds(
+    a_lo: np.ndarray,
+    a_hi: np.ndarray,
+    a_period: int,
+    a_point: bool,
+    b_lo: np.ndarray,
+    b_hi: np.ndarray,
+    b_period: int,
+    b_point: bool,
+    step: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    block = min(a_period, b_period)
+    for start in range(0, lo.size, block):
+        a0, b0 = start % a_period, start % b_period
+        for j in range(block):
+            i = start + j
+            x_lo, x_hi = a_lo[a0 + j], a_hi[a0 + j]
+            y_lo, y_hi = b_lo[b0 + j], b_hi[b0 + j]
+            p1 = x_lo * y_lo
+            if a_point and b_point:
+                low = high = p1
+                undefined = p1 != p1
+            elif b_point:
+                p2 = x_hi * y_lo
+                low, high = min(p1, p2), max(p1, p2)
+                undefined = p1 != p1 or p2 != p2
+            elif a_point:
+                p2 = x_lo * y_hi
+                low, high = min(p1, p2), max(p1, p2)
+                undefined = p1 != p1 or p2 != p2
+            else:
+                p2, p3, p4 = x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
+                low = min(min(p1, p2), min(p3, p4))
+                high = max(max(p1, p2), max(p3, p4))
+                undefined = p1 != p1 or p2 != p2 or p3 != p3 or p4 != p4
+            zero_times_infinity = (
+                x_lo <= 0 <= x_hi and (math.isinf(y_lo) or math.isinf(y_hi))
+            ) or (y_lo <= 0 <= y_hi and (math.isinf(x_lo) or math.isinf(x_hi)))
+            if undefined or zero_times_infinity:
+                lo[i], hi[i] = -math.inf, math.inf
+                continue
+            if step:
+                low, high = next_down(low), next_up(high)
+            lo[i], hi[i] = outward(low, high, fa)
+
+
+def mul_bounds(
+    a_lo: Array,
+    a_hi: Array,
+    a_point: bool,
+    b_lo: Array,
+    b_hi: Array,
+    b_point: bool,
+    step: bool,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """The interval product, broadcast: the hull of the endpoint products (two for a point
+    operand, one for two points), stepped outward when ``step`` (float64 products inexact);
+    the whole line where 0 * inf or an undefined product is possible; rounded onto ``fmt``."""
+    shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
+    operands = []
+    for low_end, high_end in ((a_lo, a_hi), (b_lo, b_hi)):
+        low, period = broadcast_flat(low_end, shape)
+        high = low if high_end is low_end else broadcast_flat(high_end, shape)[0]
+        if high.size != low.size:  # the two ends broadcast differently
+            low, high = (
+                np.ascontiguousarray(np.broadcast_to(x, shape), dtype=np.float64).reshape(-1)
+                for x in (low_end, high_end)
+            )
+            period = max(low.size, 1)
+        operands.append((low, high, period))
+    lo, hi = np.empty(shape), np.empty(shape)
+    if lo.size:
+        (x_lo, x_hi, x_period), (y_lo, y_hi, y_period) = operands
+        _mul_bounds(
+            x_lo,
+            x_hi,
+            x_period,
+            a_point,
+            y_lo,
+            y_hi,
+            y_period,
+            b_point,
+            step,
+            format_args(fmt),
+            lo.reshape(-1),
+            hi.reshape(-1),
+        )
+    return lo, hi
+
+
+@numba.njit(cache=True, inline="always")
+def _interval_product(
+    a_lo: float, a_hi: float, b_lo: float, b_hi: float
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """(lo, hi, whole line) of [a_lo, a_hi] [b_lo, b_hi] in float64, stepped outward (as
+    :func:`mul_bounds` with ``step``)."""
+    p1, p2, p3, p4 = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
+    undefined = p1 != p1 or p2 != p2 or p3 != p3 or p4 != p4
+    zero_times_infinity = (a_lo <= 0 <= a_hi and (math.isinf(b_lo) or math.isinf(b_hi))) or (
+        b_lo <= 0 <= b_hi and (math.isinf(a_lo) or math.isinf(a_hi))
+    )
+    low = next_down(min(min(p1, p2), min(p3, p4)))
+    high = next_up(max(max(p1, p2), max(p3, p4)))
+    return low, high, undefined or zero_times_infinity
+
+
+@numba.njit(cache=True, inline="always")
+def _interval_sum(
+    a_lo: float, a_hi: float, b_lo: float, b_hi: float
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """(lo, hi, whole line) of [a_lo, a_hi] + [b_lo, b_hi] in float64 (as :func:`add_bounds`)."""
+    low, high = _sum_lower(a_lo, b_lo), _sum_upper(a_hi, b_hi)
+    opposite = (a_hi == math.inf and b_lo == -math.inf) or (a_lo == -math.inf and b_hi == math.inf)
+    return low, high, opposite or low != low or high != high
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _normalise_rows(
+    x_lo: np.ndarray,
+    x_hi: np.ndarray,
+    mean_lo: np.ndarray,
+    mean_hi: np.ndarray,
+    rstd_lo: np.ndarray,
+    rstd_hi: np.ndarray,
+    w_lo: np.ndarray,
+    w_hi: np.ndarray,
+    b_lo: np.ndarray,
+    b_hi: np.ndarray,
+    c: tuple[float, float],
+    fa: tuple[bool, int, float, int, float, bool],
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    u, tiny = c
+    rows, n = x_lo.shape
+    for row in range(rows):
+        m_lo, m_hi, s_lo, s_hi = mean_lo[row], mean_hi[row], rstd_lo[row], rstd_hi[row]
+        m_mag = max(abs(m_lo), abs(m_hi))
+        s_mag = max(abs(s_lo), abs(s_hi))
+        for j in range(n):
+            a_lo, a_hi = x_lo[row, j], x_hi[row, j]
+            low, high, whole = _interval_sum(a_lo, a_hi, -m_hi, -m_lo)
+            low, high, undefined = _interval_product(low, high, s_lo, s_hi)
+            whole = whole or undefined
+            scale = s_mag
+            if w_lo.size:
+                low, high, undefined = _interval_product(low, high, w_lo[j], w_hi[j])
+                whole = whole or undefined
+                scale = s_mag * max(abs(w_lo[j]), abs(w_hi[j]))
+            allowance = 6.0 * u * (max(abs(a_lo), abs(a_hi)) + m_mag) * scale
+            if b_lo.size:
+                low, high, undefined = _interval_sum(low, high, b_lo[j], b_hi[j])
+                whole = whole or undefined
+                allowance = allowance + 2.0 * u * max(abs(b_lo[j]), abs(b_hi[j]))
+            allowance = next_up(allowance * (1.0 + 2.0**-40) + tiny)
+            if whole:
+                out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
+            else:
+                out_lo[row, j], out_hi[row, j] = outward_step(low - allowance, high + allowance, fa)
+
+
+def normalise_rows(
+    x: tuple[Array, Array],
+    n: int,
+    mean: tuple[Array, Array],
+    rstd: tuple[Array, Array],
+    weight: tuple[Array, Array] | None,
+    bias: tuple[Array, Array] | None,
+    unit_roundoff: float,
+    tiny: float,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """``torch_rules._affine_normalise`` for rows: x (ends as a pair) seen as rows of ``n``
+    elements in C order, mean and rstd one interval per row, weight and bias one per column: in
+    float64 interval arithmetic ((x - mean) rstd) w + b, each step as :func:`add_bounds` /
+    :func:`mul_bounds`, widened by next_up((6 u (|x| + |mean|) |rstd| |w| + 2 u |b|)
+    (1 + 2**-40) + tiny), stepped outward and rounded onto ``fmt``; the whole line once any step
+    may be NaN."""
+    shape = x[0].shape
+
+    def as_flat(v: Array) -> np.ndarray:
+        return np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
+
+    empty = np.zeros(0)
+    w_lo, w_hi = (as_flat(weight[0]), as_flat(weight[1])) if weight is not None else (empty, empty)
+    b_lo, b_hi = (as_flat(bias[0]), as_flat(bias[1])) if bias is not None else (empty, empty)
+    out_lo, out_hi = np.empty(shape), np.empty(shape)
+    if out_lo.size:
+        _normalise_rows(
+            as_flat(x[0]).reshape(-1, n),
+            as_flat(x[1]).reshape(-1, n),
+            as_flat(mean[0]),
+            as_flat(mean[1]),
+            as_flat(rstd[0]),
+            as_flat(rstd[1]),
+            w_lo,
+            w_hi,
+            b_lo,
+            b_hi,
+            (unit_roundoff, tiny),
+            format_args(fmt),
+            out_lo.reshape(-1, n),
+            out_hi.reshape(-1, n),
+        )
+    return out_lo, out_hi
