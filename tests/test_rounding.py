@@ -72,3 +72,22 @@ def test_directed_rounding_agrees_with_exact_rounding(name: str) -> None:
     expected_down = np.where(np.isnan(expected_down), -np.inf, expected_down)
     assert (up_to(x, fmt) == expected_up).all()
     assert (down_to(x, fmt) == expected_down).all()
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float8_e4m3fn", "tfloat32"])
+def test_fused_outward_steps_equal_a_float64_step_then_directed_rounding(name: str) -> None:
+    """step_down_to / step_up_to (one pass in the compiled rules) are exactly down_to(down(x))
+    and up_to(up(x)): on the format's grid points, their float64 neighbours, and random values."""
+    from pytest_fpcheck.interval.rounding import step_down_to, step_up_to
+
+    fmt = F.FORMATS[name]
+    x = sample(2)
+    grid = F.round_to(x[np.abs(x) < fmt.max_finite][:3000], fmt)
+    values = np.concatenate(
+        [grid, np.nextafter(grid, np.inf), np.nextafter(grid, -np.inf), x[:3000], [np.inf, -np.inf]]
+    )
+    arguments = (fmt.precision, fmt.smallest_normal, fmt.emin, fmt.max_finite, fmt.has_inf)
+    fused_down = np.array([step_down_to(v, *arguments) for v in values])
+    fused_up = np.array([step_up_to(v, *arguments) for v in values])
+    assert (fused_down == down_to(down(values), fmt)).all()
+    assert (fused_up == up_to(up(values), fmt)).all()
