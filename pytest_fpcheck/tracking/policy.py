@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import torch
 
-from ..formats import FORMATS, Format
+from ..formats import FORMATS, Format, format_of
 from ..interval.core import gamma, gamma_probabilistic
 
 __all__ = ["MatmulPrecision", "SumBound", "compute_format", "matmul_precision"]
@@ -71,10 +71,27 @@ class _Tree(Protocol):
 
 @dataclass(frozen=True)
 class SumBound:
-    """The relative error factor of summing ``n`` terms with unit round-off ``u``."""
+    """The relative error factor of summing ``n`` terms with unit round-off ``u``; and, where
+    ``matmul_models`` describe the matmul hardware of an input format (issue 9: a probed
+    ``MatmulFeatures`` or the parameters of ``fp.emulate.fused_matmul``), the fused-summation
+    bound of a matmul with those inputs."""
 
     mode: str = "rigorous"
     order: Any = None
+    matmul_models: tuple[Any, ...] = ()
+
+    def matmul_bound(self, fmt: Format, k: int, *, has_c: bool) -> Any:
+        """The :class:`~pytest_fpcheck.interval.fused.FusedBound` of a k-term matmul entry on
+        ``fmt`` inputs under the model for ``fmt``, or None when no model is for ``fmt``."""
+        from ..interval.fused import bound_from_features, fused_error_bound
+
+        for model in self.matmul_models:
+            if isinstance(model, dict):
+                if format_of(model["in_dtype"]).name == fmt.name:
+                    return fused_error_bound(k, has_c=has_c, **model)
+            elif model.in_dtype == fmt.name:
+                return bound_from_features(model, k, has_c=has_c)
+        return None
 
     def factor(self, n: int, u: float) -> float:
         """gamma_{n-1} for a plain sum of n terms (a dot product passes n+1 for its products)."""

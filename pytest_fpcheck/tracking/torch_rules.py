@@ -1116,6 +1116,16 @@ def _batch_norm(ctx: RuleContext) -> Any:
 # Matrix products and convolutions.
 
 
+def _modelled(ctx: RuleContext, k: int, has_c: bool) -> tuple[float, float] | None:
+    """(relative factor, absolute term) of a matmul under ``track(matmul_model=...)``'s model
+    for its input format, or None without one."""
+    bound = ctx.sums.matmul_bound(ctx.fmt, k, has_c=has_c)
+    if bound is None:
+        return None
+    ctx.note(f"matmul bounded by the fused-summation model given for {ctx.fmt.name} inputs")
+    return float(bound.relative), float(bound.absolute + bound.inputs * (1 + 2 * k))
+
+
 def _matmul_setup(ctx: RuleContext, k: int, extra_terms: int = 0) -> tuple[float, Format]:
     precision = matmul_precision(ctx.fmt, ctx.device)
     acc = precision.accumulate
@@ -1189,8 +1199,23 @@ def _mm(ctx: RuleContext) -> Interval:
     a, b = ctx.args[0], ctx.args[1]
     k = a.shape[-1]
     left, right = ctx.operand(a), ctx.operand(b)
+    model = _modelled(ctx, k, has_c=False)
+    if model is not None:
+        return _model_product(ctx, left, right, k, model)
     magnitudes = (_magnitude32(a, left), _magnitude32(b, right))
     return _product(ctx, left, right, k, magnitudes=magnitudes)
+
+
+def _model_product(
+    ctx: RuleContext, a: Interval, b: Interval, k: int, model: tuple[float, float]
+) -> Interval:
+    """The midpoint-radius product with the model's relative factor, widened by its absolute
+    term (subnormal spacing of each node, flushed inputs); the inputs' own radii propagate as
+    in the generic bound."""
+    factor, absolute = model
+    accumulate = matmul_precision(ctx.fmt, ctx.device).accumulate
+    product = matmul(a, b, _F64, factor=factor, accumulate=accumulate, k=k)
+    return product.widen(up(np.asarray(absolute)).item()).to_format(ctx.fmt)
 
 
 @_rule("aten.addmm", "aten.baddbmm", "aten.addmv", "aten.addbmm")

@@ -65,6 +65,7 @@ class Tracker(Interposer):
         mode: str = "rigorous",
         order: Any = None,
         assume: Mapping[Any, Any] | None = None,
+        matmul_model: Any = None,
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -73,7 +74,7 @@ class Tracker(Interposer):
             raise InvalidArgument("order", order, "a SummationTree from fp.reveal_order (or None)")
         self.mode = mode
         self.order = order
-        self.sums = SumBound(mode, order)
+        self.sums = SumBound(mode, order, _matmul_models(matmul_model))
         self.assume = dict(assume or {})
         self.ops = 0
         for tensor, bounds in self.assume.items():
@@ -310,8 +311,30 @@ def _snapshot(t: torch.Tensor, record: Record | None) -> Interval:
         return Interval.point(t.detach().to("cpu", torch.float64).numpy().copy())
 
 
+def _matmul_models(value: Any) -> tuple[Any, ...]:
+    """``track(matmul_model=...)``: a MatmulFeatures (``fp.probe_matmul``), a dict of
+    ``fp.emulate.fused_matmul`` parameters with ``in_dtype``/``out_dtype``, or a list of them
+    (one per input format)."""
+    models = value if isinstance(value, (list, tuple)) else ([] if value is None else [value])
+    for model in models:
+        features = all(hasattr(model, a) for a in ("in_dtype", "block_width", "summary"))
+        parameters = isinstance(model, dict) and {"in_dtype", "out_dtype"} <= set(model)
+        if not (features or parameters):
+            raise InvalidArgument(
+                "matmul_model",
+                model,
+                "a MatmulFeatures (fp.probe_matmul), a dict of fp.emulate.fused_matmul "
+                "parameters with in_dtype and out_dtype, or a list of them",
+            )
+    return tuple(models)
+
+
 def track(
-    *, mode: str = "rigorous", order: Any = None, assume: Mapping[Any, Any] | None = None
+    *,
+    mode: str = "rigorous",
+    order: Any = None,
+    assume: Mapping[Any, Any] | None = None,
+    matmul_model: Any = None,
 ) -> Tracker:
     """Record round-off enclosures for what PyTorch computes inside the ``with`` block.
 
@@ -319,8 +342,11 @@ def track(
     probabilistic bound (lambda = 6: each bounded sum fails with probability at most 3.1e-8
     if rounding errors are independent and mean zero); other rules stay rigorous. ``order`` is
     a ``SummationTree`` (``fp.reveal_order``) whose error factor replaces gamma_n for sums and
-    dot products of its length. ``assume`` seeds tensors with given ``Bounds``."""
-    return Tracker(mode=mode, order=order, assume=assume)
+    dot products of its length. ``assume`` seeds tensors with given ``Bounds``. ``matmul_model``
+    (issue 9: a ``MatmulFeatures`` from ``fp.probe_matmul``, or ``fp.emulate.fused_matmul``
+    parameters) bounds matmuls of its input format by the fused-summation model of that
+    hardware instead of the generic any-order bound."""
+    return Tracker(mode=mode, order=order, assume=assume, matmul_model=matmul_model)
 
 
 def bounds_of(x: Any) -> Bounds | None:
