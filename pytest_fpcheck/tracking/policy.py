@@ -9,7 +9,10 @@ when ``torch.backends.cuda.matmul.allow_{fp16,bf16}_reduced_precision_reduction`
 default), so the accumulation format is then the input format (the wider bound), and float32
 matmuls round their inputs to TF32 when ``allow_tf32`` is set or the float32 matmul precision is
 not "highest". Tensor cores may truncate rather than round: on CUDA every matmul's rounding is
-taken as faithful (error < 1 ULP instead of 1/2 ULP). When unsure, the wider bound is used.
+taken as faithful (error < 1 ULP instead of 1/2 ULP), and matmuls on tensor cores (float16,
+bfloat16 and TF32 inputs) as FTTN's fused multi-term adders of unknown width, which truncate
+each block's terms relative to its largest one (:func:`dot_factor`). When unsure, the wider
+bound is used.
 
 ``SumBound`` turns (number of terms, unit round-off) into the relative factor of a sum:
 gamma_{n} (rigorous), Higham and Mary's probabilistic factor, or a revealed summation tree's
@@ -27,7 +30,14 @@ import torch
 from ..formats import FORMATS, Format, format_of
 from ..interval.core import gamma, gamma_probabilistic
 
-__all__ = ["MatmulPrecision", "SumBound", "compute_format", "matmul_precision"]
+__all__ = [
+    "TENSOR_CORE_WIDTHS",
+    "MatmulPrecision",
+    "SumBound",
+    "compute_format",
+    "dot_factor",
+    "matmul_precision",
+]
 
 _F32 = FORMATS["float32"]
 
@@ -61,6 +71,44 @@ def matmul_precision(fmt: Format, device: torch.device) -> MatmulPrecision:
     ):
         return MatmulPrecision(FORMATS["tfloat32"], fmt, faithful=True)
     return MatmulPrecision(None, compute_format(fmt), faithful=True)
+
+
+#: Block widths (terms fused per addition) a matrix unit may use, FTTN section 5.
+TENSOR_CORE_WIDTHS = (1, 2, 4, 8, 16, 32)
+
+
+def _power_minus_one(base_minus_one: float, exponent: int) -> float:
+    """(1 + x)^n - 1, rounded up."""
+    if not math.isfinite(base_minus_one):
+        return math.inf
+    value = math.expm1(exponent * math.log1p(base_minus_one))
+    return math.nextafter(value * (1 + 2**-40), math.inf)
+
+
+def dot_factor(k: int, *, inputs: str, accumulator_bits: int, products_exact: bool) -> float:
+    """The relative error factor of a k-term matrix-unit accumulation (plus the accumulator):
+    ``tl.dot``, and CUDA matmuls on tensor cores.
+
+    * ``inputs="ieee"`` (float32/float64 FMA chains, and the interpreter's NumPy matmul):
+      gamma_{k+1} of the accumulator's unit round-off, one more rounding per product unless the
+      products are exact;
+    * matrix units (float16, bfloat16, float8, TF32 inputs): FTTN's fused multi-term model with
+      an unknown block width w in :data:`TENSOR_CORE_WIDTHS`: each block of w products and the
+      accumulator is aligned to its largest exponent and truncated, then rounded, so one block
+      step errs by at most (w + 2) 2**(1-p) times the sum of its terms' magnitudes (the node
+      bound of :mod:`pytest_fpcheck.interval.fused` with w + 1 children and a directed
+      rounding); over ceil(k / w) + 1 steps the factor is (1 + (w + 2) 2**(1-p))^(ceil(k/w)+1)
+      - 1, maximised over w; it covers the interpreter's IEEE evaluation as well.
+    """
+    u = 2.0**-accumulator_bits
+    ieee = gamma(k + 1, u)
+    if not products_exact:
+        ieee = math.nextafter((1 + ieee) * (1 + u) - 1, math.inf) * (1 + 2**-50)
+    if inputs == "ieee":
+        return ieee
+    step = 2.0 ** (1 - accumulator_bits)
+    fused = max(_power_minus_one((w + 2) * step, -(-k // w) + 1) for w in TENSOR_CORE_WIDTHS)
+    return max(ieee, fused)
 
 
 class _Tree(Protocol):

@@ -41,7 +41,7 @@ from ..interval.linalg import matmul, reduce_sum
 from ..interval.registry import register_rule
 from ..interval.rounding import down, up
 from .context import RuleContext
-from .policy import matmul_precision
+from .policy import dot_factor, matmul_precision
 
 __all__: list[str] = []
 
@@ -1133,6 +1133,16 @@ def _matmul_setup(ctx: RuleContext, k: int, extra_terms: int = 0) -> tuple[float
     source_bits = ctx.fmt.precision if precision.inputs is None else precision.inputs.precision
     exact_products = 2 * source_bits <= acc.precision
     factor = ctx.sums.dot_factor(k + extra_terms, u, products_exact=exact_products)
+    if ctx.device.type == "cuda" and source_bits <= 11:
+        # tensor cores (float16, bfloat16, TF32 inputs): fused multi-term adders that align to
+        # the block's largest exponent and truncate (FTTN), of unknown width
+        fused = dot_factor(
+            k + extra_terms,
+            inputs="fused",
+            accumulator_bits=acc.precision,
+            products_exact=exact_products,
+        )
+        factor = max(factor, fused)
     if precision.inputs is not None:
         e = precision.inputs.eps
         factor = up(np.asarray((1 + factor) * (1 + 2 * e + e * e) - 1)).item()

@@ -66,3 +66,33 @@ def test_a_matmul_model_of_the_wrong_kind_is_refused() -> None:
         fp.track(matmul_model="tensor cores")
     with pytest.raises(fp.InvalidArgument, match="in_dtype and out_dtype"):
         fp.track(matmul_model={"width": 4})
+
+
+def test_cuda_tensor_core_matmuls_take_the_fused_truncating_bound() -> None:
+    """No GPU here: the policy itself. A float16 matmul on CUDA runs on tensor cores, whose
+    truncating fused adders err by more than IEEE accumulation; on the CPU it is IEEE."""
+    from types import SimpleNamespace
+
+    from pytest_fpcheck.formats import FORMATS
+    from pytest_fpcheck.tracking.policy import SumBound, dot_factor
+    from pytest_fpcheck.tracking.torch_rules import _matmul_setup
+
+    def context(device: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            fmt=FORMATS["float16"], device=torch.device(device), sums=SumBound(), note=print
+        )
+
+    cuda, accumulator = _matmul_setup(context("cuda"), 256)  # type: ignore[arg-type]
+    cpu, _ = _matmul_setup(context("cpu"), 256)  # type: ignore[arg-type]
+    fused = dot_factor(256, inputs="fused", accumulator_bits=24, products_exact=True)
+    assert cuda >= fused > cpu
+    # the emulated truncating hardware's error is inside the fused factor's bound
+    a, b = operands(2)
+    exact = a.double().numpy() @ b.double().numpy()
+    for width in (1, 4, 16, 32):
+        emulated = fp.emulate.fused_matmul(
+            a, b, width=width, extra_bits=0, rounding="toward-zero", out_dtype="float32"
+        )
+        magnitude = np.abs(a.double().numpy()) @ np.abs(b.double().numpy())
+        assert (np.abs(np.asarray(emulated, dtype=np.float64) - exact) <= fused * magnitude).all()
+    assert accumulator.name in ("float32", "float16")

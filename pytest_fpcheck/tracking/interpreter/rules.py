@@ -35,19 +35,17 @@ import numpy as np
 from ...errors import UnsupportedOperation
 from ...formats import FORMATS, Format
 from ...interval import elementwise as ew
-from ...interval.core import Interval, gamma
+from ...interval.core import Interval
 from ...interval.linalg import matmul
 from ...interval.rounding import down, up
+from ..policy import dot_factor
 from . import handles as h
 from .errors_model import APPROX_DIV_RANGE, SIN_COS_RANGE, TRITON_ERRORS
 
-__all__ = ["EXACT_INTEGER_OPS", "RULES", "KernelOp", "dot_factor"]
+__all__ = ["EXACT_INTEGER_OPS", "RULES", "KernelOp"]
 
 _F64 = FORMATS["float64"]
 _F32 = FORMATS["float32"]
-
-#: Block widths (terms fused per addition) a matrix unit may use, FTTN section 5.
-TENSOR_CORE_WIDTHS = (1, 2, 4, 8, 16, 32)
 
 #: Significand bits of the accumulator of float8 matrix instructions with imprecise
 #: accumulation (Hopper's default for float8 dots in Triton; DeepSeek-V3 technical report,
@@ -605,38 +603,6 @@ RULES["and"] = _fabs_float8
 
 
 # --- dot products -----------------------------------------------------------------------------
-
-
-def _power_minus_one(base_minus_one: float, exponent: int) -> float:
-    """(1 + x)^n - 1, rounded up."""
-    if not math.isfinite(base_minus_one):
-        return math.inf
-    value = math.expm1(exponent * math.log1p(base_minus_one))
-    return math.nextafter(value * (1 + 2**-40), math.inf)
-
-
-def dot_factor(k: int, *, inputs: str, accumulator_bits: int, products_exact: bool) -> float:
-    """The relative error factor of ``tl.dot``'s k-term accumulation (plus the accumulator).
-
-    * ``inputs="ieee"`` (float32/float64 FMA chains, and the interpreter's NumPy matmul):
-      gamma_{k+1} of the accumulator's unit round-off, one more rounding per product unless the
-      products are exact;
-    * matrix units (float16, bfloat16, float8, TF32 inputs): FTTN's fused multi-term model with
-      an unknown block width w in :data:`TENSOR_CORE_WIDTHS`: each block of w products and the
-      accumulator is aligned to its largest exponent and truncated, so one block step errs by at
-      most (w + 1) 2**(1-p) times the sum of its terms' magnitudes; over ceil(k / w) steps the
-      factor is (1 + (w + 1) 2**(1-p))^ceil(k/w) - 1, maximised over w. It covers the
-      interpreter's IEEE evaluation as well.
-    """
-    u = 2.0**-accumulator_bits
-    ieee = gamma(k + 1, u)
-    if not products_exact:
-        ieee = math.nextafter((1 + ieee) * (1 + u) - 1, math.inf) * (1 + 2**-50)
-    if inputs == "ieee":
-        return ieee
-    step = 2.0 ** (1 - accumulator_bits)
-    fused = max(_power_minus_one((w + 1) * step, -(-k // w) + 1) for w in TENSOR_CORE_WIDTHS)
-    return max(ieee, fused)
 
 
 @_rule("dot")
