@@ -19,6 +19,7 @@ atomics of the same launch are still updating raises.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,6 +191,30 @@ class LaunchMemory:
     def loaded_provenance(self) -> Provenance:
         return Provenance().merge(*(r.provenance for r in self.regions if r.lo is not None))
 
+    def _writes(
+        self,
+        addresses: np.ndarray,
+        mask: np.ndarray,
+        value: Interval,
+        fmt: Format,
+        itemsize: int,
+        where: str,
+    ) -> Iterator[tuple[Region, np.ndarray, np.ndarray, np.ndarray]]:
+        """(region, element index, lo, hi) of each region a masked write reaches, the region's
+        bounds loaded and marked written."""
+        shape = addresses.shape
+        lanes_on = np.flatnonzero(np.broadcast_to(mask, shape).reshape(-1))
+        if lanes_on.size == 0:
+            return
+        v_lo = np.broadcast_to(value.lo, shape).reshape(-1)[lanes_on]
+        v_hi = np.broadcast_to(value.hi, shape).reshape(-1)[lanes_on]
+        for region, lanes, index in self._locate(
+            addresses.reshape(-1)[lanes_on], fmt, itemsize, where
+        ):
+            region.load_bounds()
+            region.written = True
+            yield region, index, v_lo[lanes], v_hi[lanes]
+
     def store(
         self,
         addresses: np.ndarray,
@@ -200,30 +225,19 @@ class LaunchMemory:
         where: str,
     ) -> None:
         """Record a masked store of ``value`` (already rounded to the element type)."""
-        shape = addresses.shape
-        mask = np.broadcast_to(mask, shape).reshape(-1)
-        lanes_on = np.flatnonzero(mask)
-        if lanes_on.size == 0:
-            return
-        v_lo = np.broadcast_to(value.lo, shape).reshape(-1)[lanes_on]
-        v_hi = np.broadcast_to(value.hi, shape).reshape(-1)[lanes_on]
-        for region, lanes, index in self._locate(
-            addresses.reshape(-1)[lanes_on], fmt, itemsize, where
-        ):
-            region.load_bounds()
+        for region, index, lo, hi in self._writes(addresses, mask, value, fmt, itemsize, where):
             assert region.lo is not None
-            assert region.hi is not None
             self._resolve(region, index)
-            region.written = True
             if value.is_point and region.hi is region.lo:
-                region.lo[index] = v_lo[lanes]  # stays exact
+                region.lo[index] = lo  # stays exact
                 continue
             if region.hi is region.lo:
                 region.hi = region.lo.copy()
+            assert region.hi is not None
             region.lo[index] = np.inf
             region.hi[index] = -np.inf
-            np.minimum.at(region.lo, index, v_lo[lanes])
-            np.maximum.at(region.hi, index, v_hi[lanes])
+            np.minimum.at(region.lo, index, lo)
+            np.maximum.at(region.hi, index, hi)
 
     def atomic(
         self,
@@ -236,29 +250,18 @@ class LaunchMemory:
         where: str,
     ) -> None:
         """Record an atomic ``fadd``, ``max`` or ``min`` of ``value`` (any order)."""
-        shape = addresses.shape
-        mask = np.broadcast_to(mask, shape).reshape(-1)
-        lanes_on = np.flatnonzero(mask)
-        if lanes_on.size == 0:
-            return
-        v_lo = np.broadcast_to(value.lo, shape).reshape(-1)[lanes_on]
-        v_hi = np.broadcast_to(value.hi, shape).reshape(-1)[lanes_on]
-        for region, lanes, index in self._locate(
-            addresses.reshape(-1)[lanes_on], fmt, itemsize, where
-        ):
-            region.load_bounds()
+        for region, index, lo, hi in self._writes(addresses, mask, value, fmt, itemsize, where):
             assert region.lo is not None
-            region.written = True
             if region.hi is region.lo:
                 region.hi = region.lo.copy()
             assert region.hi is not None
             if op == "max":
-                np.maximum.at(region.lo, index, v_lo[lanes])
-                np.maximum.at(region.hi, index, v_hi[lanes])
+                np.maximum.at(region.lo, index, lo)
+                np.maximum.at(region.hi, index, hi)
                 continue
             if op == "min":
-                np.minimum.at(region.lo, index, v_lo[lanes])
-                np.minimum.at(region.hi, index, v_hi[lanes])
+                np.minimum.at(region.lo, index, lo)
+                np.minimum.at(region.hi, index, hi)
                 continue
             if region.atomics is None:
                 n = region.length
@@ -266,11 +269,9 @@ class LaunchMemory:
             acc = region.atomics
             with np.errstate(invalid="ignore", over="ignore"):
                 np.add.at(acc.count, index, 1)
-                np.add.at(acc.lo, index, v_lo[lanes])
-                np.add.at(acc.hi, index, v_hi[lanes])
-                np.add.at(
-                    acc.magnitude, index, np.maximum(np.abs(v_lo[lanes]), np.abs(v_hi[lanes]))
-                )
+                np.add.at(acc.lo, index, lo)
+                np.add.at(acc.hi, index, hi)
+                np.add.at(acc.magnitude, index, np.maximum(np.abs(lo), np.abs(hi)))
             region.fmt = fmt
 
     @staticmethod
