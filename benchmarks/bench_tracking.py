@@ -139,13 +139,24 @@ def measure(name: str, dtype_name: str, repeats: int) -> dict[str, float]:
     }
 
 
+#: the child's peak RSS in KiB: VmHWM where /proc has it, since ru_maxrss survives fork and
+#: execve on Linux and would report this (much larger) parent process's peak instead
+_PRINT_PEAK_RSS = (
+    "import os\n"
+    "status = '/proc/self/status'\n"
+    "lines = open(status).read().splitlines() if os.path.exists(status) else []\n"
+    "hwm = [int(line.split()[1]) for line in lines if line.startswith('VmHWM:')]\n"
+    "print(hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+)
+
+
 def peak_rss(name: str, dtype_name: str, tracked: bool) -> float:
     code = (
         "import sys, resource; sys.path.insert(0, 'benchmarks'); import bench_tracking as b, torch, pytest_fpcheck as fp\n"
         f"model, x = b.MODELS[{name!r}](b.DTYPES[{dtype_name!r}])\n"
         "with torch.no_grad():\n"
         + ("    with fp.track():\n        model(x)\n" if tracked else "    model(x)\n")
-        + "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        + _PRINT_PEAK_RSS
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(out.stdout.strip().splitlines()[-1]) / 1024

@@ -418,6 +418,18 @@ def _sum_upper(a: float, b: float) -> float:  # pragma: no cover - compiled
     return s if exact else stepped
 
 
+@numba.njit(cache=True, inline="always")
+def _block(size: int, a_period: int, b_period: int) -> int:  # pragma: no cover - compiled
+    """The run of consecutive outputs over which neither broadcast operand wraps around: the
+    smaller period, a period of 1 (a scalar, read at index 0 throughout) aside."""
+    block = size
+    if a_period > 1:
+        block = min(block, a_period)
+    if b_period > 1:
+        block = min(block, b_period)
+    return max(block, 1)
+
+
 @numba.njit(cache=True, error_model="numpy")
 def _add_bounds(
     a_lo: np.ndarray,
@@ -431,15 +443,17 @@ def _add_bounds(
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    block = min(a_period, b_period)
+    block = _block(lo.size, a_period, b_period)
+    a_step, b_step = int(a_period > 1), int(b_period > 1)
     for start in range(0, lo.size, block):
         a0, b0 = start % a_period, start % b_period
         for j in range(block):
-            x_lo, x_hi = a_lo[a0 + j], a_hi[a0 + j]
+            ja, jb = a0 + j * a_step, b0 + j * b_step
+            x_lo, x_hi = a_lo[ja], a_hi[ja]
             if negate_b:
-                y_lo, y_hi = -b_hi[b0 + j], -b_lo[b0 + j]
+                y_lo, y_hi = -b_hi[jb], -b_lo[jb]
             else:
-                y_lo, y_hi = b_lo[b0 + j], b_hi[b0 + j]
+                y_lo, y_hi = b_lo[jb], b_hi[jb]
             low, high = _sum_lower(x_lo, y_lo), _sum_upper(x_hi, y_hi)
             opposite = (x_hi == math.inf and y_lo == -math.inf) or (
                 x_lo == -math.inf and y_hi == math.inf
@@ -619,13 +633,15 @@ def _mul_bounds(
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    block = min(a_period, b_period)
+    block = _block(lo.size, a_period, b_period)
+    a_step, b_step = int(a_period > 1), int(b_period > 1)
     for start in range(0, lo.size, block):
         a0, b0 = start % a_period, start % b_period
         for j in range(block):
             i = start + j
-            x_lo, x_hi = a_lo[a0 + j], a_hi[a0 + j]
-            y_lo, y_hi = b_lo[b0 + j], b_hi[b0 + j]
+            ja, jb = a0 + j * a_step, b0 + j * b_step
+            x_lo, x_hi = a_lo[ja], a_hi[ja]
+            y_lo, y_hi = b_lo[jb], b_hi[jb]
             p1 = x_lo * y_lo
             if a_point and b_point:
                 low = high = p1

@@ -34,7 +34,12 @@ from ..interval.kernels import summary
 
 __all__ = ["STORE", "BoundsStore", "Record"]
 
+#: records of freed storages are dropped every this many writes, or sooner, once the buffers
+#: written since the last sweep reach _PURGE_BYTES (plus a kibibyte per record, so that a sweep
+#: costs little beside the writes it follows): a dead record's buffers are released promptly,
+#: and the next rule's fresh arrays reuse their memory instead of faulting in new pages
 _PURGE_EVERY = 256
+_PURGE_BYTES = 8 << 20
 
 
 @dataclass
@@ -105,6 +110,7 @@ class BoundsStore:
         self._records: dict[StorageWeakRef, Record] = {}
         self._lock = threading.Lock()
         self._writes = 0
+        self._fresh_bytes = 0
 
     def record_of(self, t: torch.Tensor) -> Record | None:
         """The record of ``t``'s storage, or None if tracking never wrote it.
@@ -188,7 +194,13 @@ class BoundsStore:
         with self._lock:
             self._records[key] = record
             self._writes += 1
-            if self._writes % _PURGE_EVERY == 0:
+            self._fresh_bytes += record.lo.nbytes + (
+                0 if record.hi is record.lo else record.hi.nbytes
+            )
+            if self._writes % _PURGE_EVERY == 0 or self._fresh_bytes >= _PURGE_BYTES + 1024 * len(
+                self._records
+            ):
+                self._fresh_bytes = 0
                 for dead in [k for k in self._records if k.expired()]:
                     del self._records[dead]
         return record
