@@ -66,7 +66,12 @@ def peak_rss_mib(dtype: str, activation: str, poisoned: bool, watched: bool) -> 
         "            model(x)\n"
         "    else:\n"
         "        model(x)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        # VmHWM: ru_maxrss keeps the parent's peak across fork and exec on Linux
+        "import os\n"
+        "status = '/proc/self/status'\n"
+        "lines = open(status).read().splitlines() if os.path.exists(status) else []\n"
+        "hwm = [int(line.split()[1]) for line in lines if line.startswith('VmHWM:')]\n"
+        "print(hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True

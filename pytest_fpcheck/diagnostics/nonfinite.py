@@ -287,17 +287,17 @@ class Watch(Interposer):
         return flow_text(self.flow(event))
 
     def __enter__(self) -> Watch:
-        from ..tracking.interpreter import hooks
+        from ..tracking.interpreter import scope
 
-        hooks.attach()
+        scope.attach()
         super().__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from ..tracking.interpreter import hooks
+        from ..tracking.interpreter import scope
 
         super().__exit__(*exc)
-        hooks.detach()
+        scope.detach()
 
     def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
         func = call.func

@@ -32,7 +32,7 @@ from ..interval.registry import lookup
 from . import torch_rules as _torch_rules  # noqa: F401  (registers the rules)
 from .context import RuleContext
 from .interpose import Interposer, OpCall
-from .interpreter import hooks as kernels
+from .interpreter import scope as kernels
 from .policy import SumBound
 from .store import STORE, Record
 

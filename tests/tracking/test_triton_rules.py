@@ -261,3 +261,25 @@ def test_loaded_lanes_of_exact_memory_keep_their_values_beside_a_rounded_other()
     assert (bounds.hi[:5] == x[:5].numpy()).all()
     assert (bounds.lo[5:] < 1 / 3).all()
     assert (bounds.hi[5:] > 1 / 3).all()
+
+
+def test_triton_first_imported_inside_a_block_is_reported() -> None:
+    """Without triton imported, opening a block imports nothing (triton costs a second and
+    200 MiB); kernels whose triton arrives inside the block run uninstrumented, and closing the
+    block says so."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, warnings, torch\n"
+        "import pytest_fpcheck as fp\n"
+        "with fp.track():\n"
+        "    assert 'triton' not in sys.modules\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    with fp.track():\n"
+        "        import triton.runtime.interpreter\n"
+        "print([str(w.message)[:60] for w in caught])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "triton was first imported inside an fp.track()" in out.stdout

@@ -1,8 +1,9 @@
 """Scoped instrumentation of Triton's interpreter (RENDER section IV-A-2, without a fork).
 
 The RENDER authors modified Triton's interpreter. Here the interpreter that ships with the
-installed triton is instrumented in memory, only while a ``fp.track()`` block is open anywhere in
-the process (reference counted), and restored when the last one closes; no file is patched:
+installed triton is instrumented in memory while a ``fp.track()`` or ``fp.watch_nonfinite()``
+block is open anywhere in the process, and restored when the last one closes
+(:mod:`.scope`); no file is patched. :func:`hook_set` lists the hooks:
 
 * the interpreter's builder (``triton.runtime.interpreter.interpreter_builder``, the object
   whose ``create_*`` methods implement every operation of an interpreted kernel) gets instance
@@ -19,7 +20,8 @@ the process (reference counted), and restored when the last one closes; no file 
 ``fp.watch_nonfinite()`` uses the same hooks: each computing operation of a watched launch is
 shown to the watch (:meth:`Launch.observe`), so NaN, Inf, subnormals and divisions by zero that
 appear inside a kernel are reported at the kernel's source line. The hooks do nothing on threads
-that are neither tracking nor watching, and nothing for launches outside such a block. Supported triton releases: :data:`SUPPORTED` (checked on first use).
+that are neither tracking nor watching, and nothing for launches outside such a block.
+Supported triton releases: :data:`SUPPORTED` (checked on first use).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from .memory import LaunchMemory, tensors_of
 from .reduce import instrumented_reduce_ops, instrumented_scan_ops, record_call
 from .rules import NAN_PROPAGATING, RULES, KernelOp
 
-__all__ = ["SUPPORTED", "attach", "detach"]
+__all__ = ["SUPPORTED", "HostCopies", "Launch", "hook_set"]
 
 #: triton releases whose interpreter this instrumentation knows (major, minor), inclusive.
 SUPPORTED = ((3, 0), (3, 9))
@@ -63,9 +65,6 @@ _PASS_THROUGH = frozenset(
     }
 )
 
-_LOCK = threading.Lock()
-_USERS = 0
-_RESTORE: list[tuple[Any, str, Any]] = []
 _STATE = threading.local()
 
 
@@ -150,57 +149,45 @@ def _check_version() -> None:
         )
 
 
-def attach() -> None:
-    """Instrument the interpreter (first tracker in the process); no-op without triton."""
-    global _USERS
-    with _LOCK:
-        if _USERS == 0:
-            try:
-                import triton.runtime.interpreter as interpreter
-            except ImportError:
-                interpreter = None
-            if interpreter is not None:
-                _check_version()
-                _install(interpreter)
-        _USERS += 1
-
-
-def detach() -> None:
-    """Undo :func:`attach` when the last tracker closes."""
-    global _USERS
-    with _LOCK:
-        _USERS -= 1
-        if _USERS > 0:
-            return
-        while _RESTORE:
-            owner, name, original = _RESTORE.pop()
-            if original is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, original)
-
-
-_MISSING = object()
-
-
-def _set(owner: Any, name: str, value: Any) -> None:
-    _RESTORE.append((owner, name, owner.__dict__.get(name, _MISSING)))
-    setattr(owner, name, value)
-
-
-def _install(interpreter: Any) -> None:
-    import triton.language as tl
+def hook_set() -> list[tuple[Any, str, Any]]:
+    """(owner, name, instrumented value) of every hook: the builder's and the reductions',
+    built on first use and reused, and the launch wrappers around what is there now (a test
+    may have replaced it)."""
+    import triton.runtime.interpreter as interpreter
     from triton.runtime.jit import JITFunction
+
+    if not _HOOKS:
+        _check_version()
+        _build(interpreter)
+    return [
+        *_HOOKS,
+        (interpreter.GridExecutor, "__call__", _launcher(interpreter.GridExecutor.__call__)),
+        (JITFunction, "run", _compiled_guard(JITFunction.run)),
+    ]
+
+
+#: (owner, name, instrumented value) of the builder and reduction hooks, built once per process
+_HOOKS: list[tuple[Any, str, Any]] = []
+
+
+def _build(interpreter: Any) -> None:
+    import triton.language as tl
 
     builder = interpreter.interpreter_builder
     for name in dir(type(builder)):
         if name.startswith("create_") and name not in _PASS_THROUGH:
-            _set(builder, name, _hooked(name, getattr(builder, name)))
-    _set(interpreter, "ReduceOps", instrumented_reduce_ops(interpreter.ReduceOps, tl, _widened))
-    _set(interpreter, "ScanOps", instrumented_scan_ops(interpreter.ScanOps, tl, _widened))
-    _set(interpreter.GridExecutor, "__call__", _launcher(interpreter.GridExecutor.__call__))
-    _set(interpreter, "_patch_lang", _lang_patcher(interpreter._patch_lang, interpreter, tl))
-    _set(JITFunction, "run", _compiled_guard(JITFunction.run))
+            _HOOKS.append(
+                (builder, name, _hooked(name, getattr(type(builder), name).__get__(builder)))
+            )
+    _HOOKS.append(
+        (interpreter, "ReduceOps", instrumented_reduce_ops(interpreter.ReduceOps, tl, _widened))
+    )
+    _HOOKS.append(
+        (interpreter, "ScanOps", instrumented_scan_ops(interpreter.ScanOps, tl, _widened))
+    )
+    _HOOKS.append(
+        (interpreter, "_patch_lang", _lang_patcher(interpreter._patch_lang, interpreter, tl))
+    )
 
 
 def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:

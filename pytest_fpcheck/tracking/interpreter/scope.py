@@ -1,0 +1,67 @@
+"""When the Triton instrumentation is in place: from the first ``fp.track()`` or
+``fp.watch_nonfinite()`` block of the process to the last one's end (reference counted), and
+only if triton is imported (a process without triton cannot launch a kernel, and importing it
+costs a second and 200 MiB). This module imports nothing heavy; the hooks themselves are in
+:mod:`.hooks`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from typing import Any
+
+__all__ = ["UnsupportedTritonImport", "attach", "detach"]
+
+_LOCK = threading.Lock()
+_USERS = 0
+_TRITON_ABSENT = False
+_MISSING = object()
+#: (owner, name, original) of what the installed hooks replaced
+_RESTORE: list[tuple[Any, str, Any]] = []
+
+
+class UnsupportedTritonImport(UserWarning):
+    """Triton was first imported inside a tracking or watching block: kernels launched in that
+    block ran without instrumentation."""
+
+
+def attach() -> None:
+    """Instrument the interpreter when the first block opens (if triton is imported)."""
+    global _USERS, _TRITON_ABSENT
+    with _LOCK:
+        if _USERS == 0:
+            _TRITON_ABSENT = "triton" not in sys.modules
+            if not _TRITON_ABSENT:
+                from .hooks import hook_set
+
+                for owner, name, value in hook_set():
+                    _RESTORE.append((owner, name, owner.__dict__.get(name, _MISSING)))
+                    setattr(owner, name, value)
+        _USERS += 1
+
+
+def detach() -> None:
+    """Undo :func:`attach` when the last block closes; warn if triton was first imported
+    inside the block."""
+    global _USERS
+    with _LOCK:
+        _USERS -= 1
+        if _USERS > 0:
+            return
+        while _RESTORE:
+            owner, name, original = _RESTORE.pop()
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        late = _TRITON_ABSENT and "triton.runtime.interpreter" in sys.modules
+    if late:
+        warnings.warn(
+            "triton was first imported inside an fp.track() or fp.watch_nonfinite() block: "
+            "Triton kernels launched in that block ran without instrumentation (no bounds, "
+            "no non-finite checks). Import the kernels' modules before the block opens.",
+            UnsupportedTritonImport,
+            stacklevel=3,
+        )
