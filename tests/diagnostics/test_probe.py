@@ -18,29 +18,7 @@ from pytest_fpcheck.emulate.models import evaluate_products, tree_plan
 from pytest_fpcheck.errors import InvalidArgument
 from pytest_fpcheck.formats import FORMATS, round_to
 
-ROUNDINGS = ("nearest-even", "toward-zero", "down", "up")
-SUBNORMALS = ("keep", "flush", "flush-inputs", "flush-outputs")
-PAIRS = [
-    ("float32", "float32"),
-    ("tfloat32", "float32"),
-    ("bfloat16", "float32"),
-    ("bfloat16", "bfloat16"),
-    ("float16", "float16"),
-    ("float16", "float32"),
-    ("float8_e5m2", "float16"),
-    ("float8_e4m3fn", "float16"),
-]
-WIDTHS = (1, 2, 4, 8, 16, 32)
-
-
-def unreachable(in_dtype: str, out: str, subnormals: str) -> set[str]:
-    """Features no input can reveal: float16 products never fall below float32's normal range;
-    float8_e4m3fn products of normal numbers never fall below float16's."""
-    if (in_dtype, out) == ("float16", "float32"):
-        return {"subnormal_outputs"}
-    if in_dtype == "float8_e4m3fn" and subnormals in ("flush", "flush-inputs"):
-        return {"subnormal_outputs"}
-    return set()
+from .probe_grid import PAIRS, ROUNDINGS, SUBNORMALS, WIDTHS, emulated, mismatches
 
 
 def grid_slice() -> list[tuple[str, str, int, int, str, str]]:
@@ -77,43 +55,15 @@ def grid_slice() -> list[tuple[str, str, int, int, str, str]]:
     return corners + sample
 
 
-def expected(width: int, extra: int, rounding: str, subnormals: str, out: str) -> dict[str, Any]:
-    return {
-        "block_width": width,
-        "extra_bits": extra,
-        "exact_sums": False,
-        "rounding": rounding,
-        "subnormal_inputs": subnormals in ("keep", "flush-outputs"),
-        "subnormal_outputs": subnormals in ("keep", "flush-inputs"),
-        "products_exact": True,
-        "products": "exact",
-        "accumulator": out,
-        "conversion": None,
-    }
-
-
 @pytest.mark.parametrize(
     ("in_dtype", "out", "width", "extra", "rounding", "subnormals"), grid_slice()
 )
 def test_probes_recover_the_emulated_parameters(
     in_dtype: str, out: str, width: int, extra: int, rounding: str, subnormals: str
 ) -> None:
-    matmul = functools.partial(
-        fused_matmul,
-        width=width,
-        extra_bits=extra,
-        rounding=rounding,
-        out_dtype=out,
-        subnormals=subnormals,
-    )
-    features = probe_matmul(matmul, in_dtype=in_dtype)
-    hidden = unreachable(in_dtype, out, subnormals)
-    for name, value in expected(width, extra, rounding, subnormals, out).items():
-        assert getattr(features, name) == (None if name in hidden else value), name
-    assert features.calls <= MAX_CALLS
-    assert features.out_dtype == out
-    if features.order is not None:
-        assert features.order.fanout() == width + 1  # cross-checked with the revealed tree
+    config = (in_dtype, out, width, extra, rounding, subnormals)
+    features = probe_matmul(emulated(config), in_dtype=in_dtype)
+    assert mismatches(features, config) == []
 
 
 def ties_away(a: np.ndarray, b: np.ndarray) -> np.ndarray:
