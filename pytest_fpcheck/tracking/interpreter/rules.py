@@ -189,7 +189,7 @@ def _div_approx(op: KernelOp) -> None:
     divisor = op.interval(b)
     quotient = ew.div(op.interval(a), divisor, _F64)
     ulps, absolute = TRITON_ERRORS["div" if op.name == "fdiv" else "approx_div"]
-    result = _widen_relative(quotient, _F32 if fmt.precision < 24 else fmt, ulps, absolute)
+    result = _widen_relative(quotient, _evaluating(fmt), ulps, absolute)
     if op.name == "approx_divf":
         low, high = APPROX_DIV_RANGE
         magnitude = np.maximum(np.abs(divisor.lo), np.abs(divisor.hi))
@@ -267,13 +267,17 @@ def _floor_ceil(op: KernelOp) -> None:
     _set(op, x.map(function) if x.is_point else Interval(function(x.lo), function(x.hi)))
 
 
-def _approximate(op: KernelOp, function: Callable[[Any], Any], name: str, **kw: Any) -> None:
-    fmt = op.fmt(op.result)
-    compute = _F32 if fmt.precision < 24 else fmt
+def _evaluating(fmt: Format) -> Format:
+    """The format an approximate operation on ``fmt`` values is evaluated in (float32 for the
+    narrower ones, whose math functions take float32 arguments)."""
+    return _F32 if fmt.precision < _F32.precision else fmt
+
+
+def _approximate(op: KernelOp, function: Callable[[Any], Any], name: str) -> None:
+    """A monotone approximate function with its :data:`TRITON_ERRORS` allowance."""
+    compute = _evaluating(op.fmt(op.result))
     ulps, absolute = TRITON_ERRORS[name]
-    x = op.interval(op.args[0])
-    relative = float(kw.pop("relative", 0.0))
-    result = ew.library_function(function, x, _F64, compute, ulps + relative / compute.eps, **kw)
+    result = ew.library_function(function, op.interval(op.args[0]), _F64, compute, ulps)
     _set(op, _widen_relative(result, compute, 0.0, absolute))
 
 
@@ -283,7 +287,7 @@ def _exp(op: KernelOp) -> None:
     by a relative expm1(|x| 2u (1 + 2u)), element by element (nothing for x = -inf)."""
     x = op.interval(op.args[0])
     fmt = op.fmt(op.result)
-    compute = _F32 if fmt.precision < 24 else fmt
+    compute = _evaluating(fmt)
     ulps, absolute = TRITON_ERRORS["exp"]
     base = ew.library_function(np.exp, x, _F64, compute, ulps)
     u = compute.unit_roundoff
@@ -325,7 +329,7 @@ def _sqrt_approx(op: KernelOp) -> None:
     root = ew.sqrt(op.interval(op.args[0]), _F64)
     fmt = op.fmt(op.result)
     ulps, absolute = TRITON_ERRORS["sqrt"]
-    _set(op, _widen_relative(root, _F32 if fmt.precision < 24 else fmt, ulps, absolute))
+    _set(op, _widen_relative(root, _evaluating(fmt), ulps, absolute))
 
 
 @_rule("precise_sqrt")
@@ -341,7 +345,7 @@ def _rsqrt(op: KernelOp) -> None:
     reciprocal = ew.div(one, root, _F64)
     fmt = op.fmt(op.result)
     ulps, absolute = TRITON_ERRORS["rsqrt"]
-    _set(op, _widen_relative(reciprocal, _F32 if fmt.precision < 24 else fmt, ulps, absolute))
+    _set(op, _widen_relative(reciprocal, _evaluating(fmt), ulps, absolute))
 
 
 @_rule("sin", "cos")
@@ -367,9 +371,7 @@ def _sin_cos(op: KernelOp) -> None:
     fmt = op.fmt(op.result)
     ulps, absolute = TRITON_ERRORS[op.name]
     slack = float(2.0**-49)
-    result = _widen_relative(
-        Interval(lo, hi), _F32 if fmt.precision < 24 else fmt, ulps, absolute + slack
-    )
+    result = _widen_relative(Interval(lo, hi), _evaluating(fmt), ulps, absolute + slack)
     result = Interval(
         np.where(wild, -1.0 - absolute, result.lo), np.where(wild, 1.0 + absolute, result.hi)
     )
