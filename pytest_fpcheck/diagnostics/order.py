@@ -75,14 +75,18 @@ def reveal_order(
     when a query asked twice gives two answers. A compensated summation can pass the queries
     and still be no tree: confirm with ``tree.verify(impl)``.
     """
-    tree = _reveal(impl, n, dtype, algorithm)
+    tree = reveal_tree(impl, n, dtype, algorithm)
     from ..report.sink import publish
 
     publish("trees", tree, impl=_impl_name(impl), algorithm=algorithm)
     return tree
 
 
-def _reveal(impl: Callable[[Any], Any], n: int, dtype: Any, algorithm: str) -> SummationTree:
+def reveal_tree(
+    impl: Callable[[Any], Any], n: int, dtype: Any = "float32", algorithm: str = "fprev"
+) -> SummationTree:
+    """:func:`reveal_order` without publishing the tree to the run report (for diagnostics that
+    reveal orders on the way to their own result, like ``fp.probe_matmul``)."""
     if not callable(impl):
         raise InvalidArgument(
             "impl", impl, "a callable impl(x) -> sum of x (see fp.order.sum_of, dot_of, matmul_of)"

@@ -316,7 +316,7 @@ def _reveal(
 ) -> tuple[SummationTree | None, int | None, list[str]]:
     """(the order of element [0, 0] or None, the width of its fused blocks when read from the
     block test rather than from a full tree, notes)."""
-    from .order import NondeterministicOrder, OrderRevealError, SummationTree, reveal_order
+    from .order import NondeterministicOrder, OrderRevealError, SummationTree, reveal_tree
 
     k = PROBE_SHAPE[1]
     notes: list[str] = []
@@ -336,7 +336,7 @@ def _reveal(
                     "the order is taken to be the chain of blocks, which the probes then check"
                 )
                 return None, width, notes
-            tree = reveal_order(_Masked(caller, scheme, n), n, dtype="float32")
+            tree = reveal_tree(_Masked(caller, scheme, n), n, dtype="float32")
         except (OrderRevealError, NondeterministicOrder) as error:
             why = str(error)
             continue

@@ -202,3 +202,11 @@ def test_features_are_frozen() -> None:
     with pytest.raises(AttributeError):
         features.rounding = "up"  # type: ignore[misc]
     assert "unknown" in features.summary()
+
+
+def test_a_probe_reports_itself_not_the_trees_it_reveals_on_the_way() -> None:
+    from pytest_fpcheck.report.sink import collecting
+
+    with collecting() as published:
+        features = probe_matmul(np.matmul, in_dtype="float16")
+    assert [(p.kind, p.result) for p in published] == [("probes", features)]
