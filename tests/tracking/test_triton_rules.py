@@ -283,3 +283,27 @@ def test_triton_first_imported_inside_a_block_is_reported() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "triton was first imported inside an fp.track()" in out.stdout
+
+
+@triton.jit
+def as_halves_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    halves = x_ptr.to(tl.pointer_type(tl.float16))
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(halves + offsets) * 2.0)
+
+
+def test_exact_memory_read_through_another_element_type_is_its_bits_reinterpreted() -> None:
+    x = torch.tensor([1.5, -2.25, 3.0, 1e-3])
+    out = torch.empty(8, dtype=torch.float16)
+    with fp.track():
+        as_halves_kernel[(1,)](x, out, BLOCK=8)
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    expected = x.view(torch.float16).double() * 2
+    assert bounds.contains(expected.numpy()).all()
+    assert bounds.contains(out.double().numpy()).all()
+    tracked = torch.tensor([1.5, -2.25, 3.0, 1e-3]) / 3
+    with fp.track():
+        tracked = tracked / 3
+        with pytest.raises(fp.UnsupportedOperation, match="another element type"):
+            as_halves_kernel[(1,)](tracked, out, BLOCK=8)

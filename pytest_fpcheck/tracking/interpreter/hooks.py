@@ -291,7 +291,8 @@ def _masked_load(launch: Launch, original: Callable[..., Any], args: tuple[Any, 
     fill = h.interval_of(other, fmt) if other is not None else Interval.point(np.zeros(()))
     addresses = np.asarray(ptrs.data)
     lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
-    enclosure = launch.bounded.load(addresses, lanes, fill, fmt, itemsize, op.where())
+    loaded = h.decode(np.asarray(result.data), fmt)
+    enclosure = launch.bounded.load(addresses, lanes, fill, loaded, fmt, itemsize, op.where())
     if not enclosure.is_point and (
         not np.array_equal(enclosure.lo, enclosure.hi) or _has_nan(enclosure)
     ):

@@ -155,22 +155,29 @@ class LaunchMemory:
         addresses: np.ndarray,
         mask: np.ndarray,
         other: Interval,
+        loaded: np.ndarray,
         fmt: Format,
         itemsize: int,
         where: str,
     ) -> Interval:
-        """The enclosure of a masked load; ``other`` where the mask is off."""
+        """The enclosure of a masked load: ``other`` where the mask is off, the bounds recorded
+        for the memory where it is on (``loaded``, the values read, for exact memory; also for
+        exact memory read through a pointer of another element type)."""
         shape = addresses.shape
         mask = np.broadcast_to(mask, shape).reshape(-1)
+        lanes_on = np.flatnonzero(mask)
         lo = np.array(np.broadcast_to(other.lo, shape), dtype=np.float64).reshape(-1)
         hi = lo if other.is_point else np.array(np.broadcast_to(other.hi, shape)).reshape(-1)
-        if not mask.any():
-            return Interval(lo.reshape(shape), hi.reshape(shape))
-        lanes_on = np.flatnonzero(mask)
+        values = np.broadcast_to(loaded, shape).reshape(-1)[lanes_on]
+        lo[lanes_on] = values
+        if hi is not lo:
+            hi[lanes_on] = values
         for region, lanes, index in self._locate(
             addresses.reshape(-1)[lanes_on], fmt, itemsize, where
         ):
             region.load_bounds()
+            if region.hi is region.lo:
+                continue  # exact memory: the values read are the enclosure
             assert region.lo is not None
             assert region.hi is not None
             if region.atomics is not None and (region.atomics.count[index] > 0).any():
@@ -180,12 +187,11 @@ class LaunchMemory:
                     how="its value depends on the order the programs run in; read it after "
                     "the launch",
                 )
-            target = lanes_on[lanes]
-            if hi is lo and region.hi is not region.lo:
+            if hi is lo:
                 hi = lo.copy()
-            lo[target] = region.lo[index]  # exact memory: its values, not other's
-            if hi is not lo:
-                hi[target] = region.hi[index]
+            target = lanes_on[lanes]
+            lo[target] = region.lo[index]
+            hi[target] = region.hi[index]
         return Interval(lo.reshape(shape), hi.reshape(shape))
 
     def loaded_provenance(self) -> Provenance:
