@@ -91,3 +91,50 @@ def test_fused_outward_steps_equal_a_float64_step_then_directed_rounding(name: s
     fused_up = np.array([step_up_to(v, *arguments) for v in values])
     assert (fused_down == down_to(down(values), fmt)).all()
     assert (fused_up == up_to(up(values), fmt)).all()
+
+
+def test_float32_hardware_conversion_path_equals_the_general_path_bit_for_bit() -> None:
+    """float32_directed (the kernels' float32 path: the hardware's nearest conversion and one
+    step) gives exactly what the format-generic bit-pattern path gives, signed zeros included:
+    on float32 numbers, their float64 neighbours, midpoints between float32 neighbours (ties),
+    float32's subnormal range, float64 subnormals, the overflow threshold and NaN."""
+    from pytest_fpcheck.interval.rounding import (
+        float32_directed,
+        round_to,
+        step_down_to,
+        step_up_to,
+    )
+
+    fmt = F.FORMATS["float32"]
+    rng = np.random.default_rng(5)
+    grid = np.concatenate(
+        [
+            rng.standard_normal(2000).astype(np.float32),
+            (rng.uniform(-1, 1, 1000) * 2.0**-126).astype(np.float32),
+            np.array([fmt.max_finite, -fmt.max_finite, 2.0**-149, -(2.0**-149)], np.float32),
+        ]
+    ).astype(np.float64)
+    with np.errstate(over="ignore"):
+        above = np.nextafter(grid.astype(np.float32), np.float32(np.inf)).astype(np.float64)
+    values = np.concatenate(
+        [
+            grid,
+            np.nextafter(grid, np.inf),
+            np.nextafter(grid, -np.inf),
+            (grid + above) / 2,  # ties of the nearest conversion
+            sample(3)[:3000],
+            [0.0, -0.0, 5e-324, -5e-324, 1e-320, -1e-320, 2.0**-150, -(2.0**-150)],
+            [np.inf, -np.inf, np.nan, 3.4028235677973366e38, -3.4028235677973366e38, 1e300],
+        ]
+    )
+    arguments = (fmt.precision, fmt.smallest_normal, fmt.emin, fmt.max_finite, fmt.has_inf)
+    pairs = {
+        (False, False): lambda v: round_to(v, *arguments, False),
+        (True, False): lambda v: round_to(v, *arguments, True),
+        (False, True): lambda v: step_down_to(v, *arguments),
+        (True, True): lambda v: step_up_to(v, *arguments),
+    }
+    for (up_, strict), general in pairs.items():
+        fast = np.array([float32_directed(v, up_, strict) for v in values])
+        expected = np.array([general(v) for v in values])
+        assert (fast.view(np.int64) == expected.view(np.int64)).all(), (up_, strict)

@@ -13,6 +13,12 @@ non-negative quantity use :func:`bump`: ``r (1 + 2**-51)`` is at least one float
 a normal ``r`` (the product's exact value exceeds the next float64), and ``r + 2**-1022`` above
 a tiny one. Kernels keep subnormal operands out of their arithmetic (a subnormal operand costs
 a microcode assist of a hundred cycles on x86): allowances below 2**-1022 are raised to it.
+
+Each kernel is a loop (``*_loop``, inlined) and an entry point that calls it with its switches
+as constants (``fast32``, the rule's variant: a point operand, a subtraction, an addend): numba
+does not hoist a branch on an argument out of a loop, and such a branch costs these loops up to
+half their speed. ``fast32`` (the result format is float32) rounds endpoints by the hardware's
+conversion (:func:`.rounding.float32_directed`, bit-identical to the general path).
 """
 
 from __future__ import annotations
@@ -25,7 +31,14 @@ import numba
 import numpy as np
 
 from ..formats import Format
-from .rounding import next_down, next_up, round_to, step_down_to, step_up_to
+from .rounding import (
+    float32_directed,
+    next_down,
+    next_up,
+    round_to,
+    step_down_to,
+    step_up_to,
+)
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -70,9 +83,13 @@ def format_args(fmt: Format) -> FormatArgs:
 
 @numba.njit(cache=True, inline="always")
 def outward(
-    lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool]
+    lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool], fast32: bool
 ) -> tuple[float, float]:  # pragma: no cover - compiled
-    """[lo, hi] rounded outward onto the format (float64: NaN ends become -inf / +inf)."""
+    """[lo, hi] rounded outward onto the format (float64: NaN ends become -inf / +inf).
+    ``fast32``: the format is float32, known when the kernel is compiled (see the module
+    docstring)."""
+    if fast32:
+        return float32_directed(lo, False, False), float32_directed(hi, True, False)
     if fa[0]:
         return (-math.inf if lo != lo else lo), (math.inf if hi != hi else hi)
     return (
@@ -83,10 +100,12 @@ def outward(
 
 @numba.njit(cache=True, inline="always")
 def outward_step(
-    lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool]
+    lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool], fast32: bool
 ) -> tuple[float, float]:  # pragma: no cover - compiled
-    """``outward(next_down(lo), next_up(hi), fa)`` (ends of inexact float64 results, stepped
-    outward, then rounded onto the format), fused."""
+    """``outward(next_down(lo), next_up(hi), fa, fast32)`` (ends of inexact float64 results,
+    stepped outward, then rounded onto the format), fused."""
+    if fast32:
+        return float32_directed(lo, False, True), float32_directed(hi, True, True)
     if fa[0]:
         return next_down(lo), next_up(hi)
     return (
@@ -223,6 +242,36 @@ def split_operand(
     )
 
 
+@numba.njit(cache=True, inline="always")
+def _epilogue_loop(
+    mid: np.ndarray,
+    rad: np.ndarray,
+    addend_mid: np.ndarray,
+    addend_rad: np.ndarray,
+    c: tuple[float, float, float, float],
+    has_addend: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    multiplier, scale, eta, limit = c
+    period = addend_mid.size if has_addend else mid.size
+    for start in range(0, mid.size, period):
+        for j in range(period):
+            i = np.uint64(start + j)
+            m = mid[i]
+            r = float(rad[i]) * multiplier
+            if has_addend:
+                m = m + addend_mid[j]
+                r = r + addend_rad[j]
+            r = bump((r + eta) * scale)
+            if not (r < limit) or not math.isfinite(m):
+                lo[i], hi[i] = -math.inf, math.inf
+            else:
+                lo[i], hi[i] = outward_step(m - r, m + r, fa, fast32)
+
+
 @numba.njit(cache=True, error_model="numpy")
 def _epilogue(
     mid: np.ndarray,
@@ -231,24 +280,19 @@ def _epilogue(
     addend_rad: np.ndarray,
     c: tuple[float, float, float, float],
     fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    multiplier, scale, eta, limit = c
-    period = addend_mid.size if addend_mid.size else mid.size
-    for start in range(0, mid.size, period):
-        for j in range(period):
-            i = start + j
-            m = mid[i]
-            r = float(rad[i]) * multiplier
-            if addend_mid.size:
-                m = m + addend_mid[j]
-                r = r + addend_rad[j]
-            r = bump((r + eta) * scale)
-            if not (r < limit) or not math.isfinite(m):
-                lo[i], hi[i] = -math.inf, math.inf
-            else:
-                lo[i], hi[i] = outward_step(m - r, m + r, fa)
+    if fast32:
+        if addend_mid.size:
+            _epilogue_loop(mid, rad, addend_mid, addend_rad, c, True, fa, True, lo, hi)
+        else:
+            _epilogue_loop(mid, rad, addend_mid, addend_rad, c, False, fa, True, lo, hi)
+    elif addend_mid.size:
+        _epilogue_loop(mid, rad, addend_mid, addend_rad, c, True, fa, False, lo, hi)
+    else:
+        _epilogue_loop(mid, rad, addend_mid, addend_rad, c, False, fa, False, lo, hi)
 
 
 def matmul_epilogue(
@@ -279,14 +323,15 @@ def matmul_epilogue(
         np.ascontiguousarray(addend_rad, dtype=np.float64).reshape(-1),
         (multiplier, scale, eta, limit),
         format_args(fmt),
+        fmt.name == "float32",
         lo.reshape(-1),
         hi.reshape(-1),
     )
     return lo, hi
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _gelu_erf_bounds(
+@numba.njit(cache=True, inline="always")
+def _gelu_erf_bounds_loop(
     lo: np.ndarray,
     hi: np.ndarray,
     point: bool,
@@ -294,6 +339,7 @@ def _gelu_erf_bounds(
     erf_hi: np.ndarray,
     c: tuple[float, float, float, float],
     fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
     out_lo: np.ndarray,
     out_hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
@@ -318,7 +364,31 @@ def _gelu_erf_bounds(
         if f_a != f_a or down_end != down_end or up_end != up_end:
             out_lo[i], out_hi[i] = -math.inf, math.inf
         else:
-            out_lo[i], out_hi[i] = outward_step(down_end, up_end, fa)
+            out_lo[i], out_hi[i] = outward_step(down_end, up_end, fa, fast32)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _gelu_erf_bounds(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    point: bool,
+    erf_lo: np.ndarray,
+    erf_hi: np.ndarray,
+    c: tuple[float, float, float, float],
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    if fast32:
+        if point:
+            _gelu_erf_bounds_loop(lo, hi, True, erf_lo, erf_hi, c, fa, True, out_lo, out_hi)
+        else:
+            _gelu_erf_bounds_loop(lo, hi, False, erf_lo, erf_hi, c, fa, True, out_lo, out_hi)
+    elif point:
+        _gelu_erf_bounds_loop(lo, hi, True, erf_lo, erf_hi, c, fa, False, out_lo, out_hi)
+    else:
+        _gelu_erf_bounds_loop(lo, hi, False, erf_lo, erf_hi, c, fa, False, out_lo, out_hi)
 
 
 def gelu_erf_bounds(
@@ -350,6 +420,7 @@ def gelu_erf_bounds(
         erf_hi,
         constants,
         format_args(fmt),
+        fmt.name == "float32",
         flat(out_lo),
         flat(out_hi),
     )
@@ -430,8 +501,8 @@ def _block(size: int, a_period: int, b_period: int) -> int:  # pragma: no cover 
     return max(block, 1)
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _add_bounds(
+@numba.njit(cache=True, inline="always")
+def _add_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
     a_period: int,
@@ -440,6 +511,7 @@ def _add_bounds(
     b_period: int,
     negate_b: bool,
     fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
@@ -448,7 +520,8 @@ def _add_bounds(
     for start in range(0, lo.size, block):
         a0, b0 = start % a_period, start % b_period
         for j in range(block):
-            ja, jb = a0 + j * a_step, b0 + j * b_step
+            # unsigned indices: numba then skips its negative-index wraparound
+            i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
             x_lo, x_hi = a_lo[ja], a_hi[ja]
             if negate_b:
                 y_lo, y_hi = -b_hi[jb], -b_lo[jb]
@@ -459,9 +532,34 @@ def _add_bounds(
                 x_lo == -math.inf and y_hi == math.inf
             )
             if opposite or low != low or high != high:
-                lo[start + j], hi[start + j] = -math.inf, math.inf
+                lo[i], hi[i] = -math.inf, math.inf
             else:
-                lo[start + j], hi[start + j] = outward(low, high, fa)
+                lo[i], hi[i] = outward(low, high, fa, fast32)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _add_bounds(
+    a_lo: np.ndarray,
+    a_hi: np.ndarray,
+    a_period: int,
+    b_lo: np.ndarray,
+    b_hi: np.ndarray,
+    b_period: int,
+    negate_b: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    if fast32:
+        if negate_b:
+            _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, True, fa, True, lo, hi)
+        else:
+            _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, False, fa, True, lo, hi)
+    elif negate_b:
+        _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, True, fa, False, lo, hi)
+    else:
+        _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, False, fa, False, lo, hi)
 
 
 def add_bounds(
@@ -498,6 +596,7 @@ def add_bounds(
             b_period,
             negate_b,
             format_args(fmt),
+            fmt.name == "float32",
             lo.reshape(-1),
             hi.reshape(-1),
         )
@@ -517,13 +616,14 @@ def _shifted_exp(d: float, upward: bool) -> float:  # pragma: no cover - compile
     return math.exp(d) * (1.0 - (abs(finite) + 8.0) * 2.0**-51)
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _softmax_rows(
+@numba.njit(cache=True, inline="always")
+def _softmax_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
     c: tuple[float, float, float],
     safe: bool,
     fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
     out_lo: np.ndarray,
     out_hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
@@ -576,9 +676,32 @@ def _softmax_rows(
                 (low * (1.0 - kappa) - absolute) / factor,
                 min(high, 1.0) * (1.0 + kappa) * factor + absolute * factor,
                 fa,
+                fast32,
             )
             # rounding is monotone and 0 lies on every grid: clipping after it is the same
             out_lo[row, j], out_hi[row, j] = max(down_end, 0.0), up_end
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _softmax_rows(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    c: tuple[float, float, float],
+    safe: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    if fast32:
+        if safe:
+            _softmax_rows_loop(lo, hi, c, True, fa, True, out_lo, out_hi)
+        else:
+            _softmax_rows_loop(lo, hi, c, False, fa, True, out_lo, out_hi)
+    elif safe:
+        _softmax_rows_loop(lo, hi, c, True, fa, False, out_lo, out_hi)
+    else:
+        _softmax_rows_loop(lo, hi, c, False, fa, False, out_lo, out_hi)
 
 
 def softmax_bounds(
@@ -610,6 +733,7 @@ def softmax_bounds(
             (kappa, absolute, factor),
             safe,
             format_args(fmt),
+            fmt.name == "float32",
             out_lo.reshape(-1, n),
             out_hi.reshape(-1, n),
         )
@@ -618,8 +742,8 @@ def softmax_bounds(
     return np.moveaxis(out_lo, -1, axis), np.moveaxis(out_hi, -1, axis)
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _mul_bounds(
+@numba.njit(cache=True, inline="always")
+def _mul_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
     a_period: int,
@@ -630,6 +754,7 @@ def _mul_bounds(
     b_point: bool,
     step: bool,
     fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
@@ -638,8 +763,8 @@ def _mul_bounds(
     for start in range(0, lo.size, block):
         a0, b0 = start % a_period, start % b_period
         for j in range(block):
-            i = start + j
-            ja, jb = a0 + j * a_step, b0 + j * b_step
+            # unsigned indices: numba then skips its negative-index wraparound
+            i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
             x_lo, x_hi = a_lo[ja], a_hi[ja]
             y_lo, y_hi = b_lo[jb], b_hi[jb]
             p1 = x_lo * y_lo
@@ -666,8 +791,56 @@ def _mul_bounds(
                 lo[i], hi[i] = -math.inf, math.inf
                 continue
             if step:
-                low, high = next_down(low), next_up(high)
-            lo[i], hi[i] = outward(low, high, fa)
+                lo[i], hi[i] = outward_step(low, high, fa, fast32)
+            else:
+                lo[i], hi[i] = outward(low, high, fa, fast32)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _mul_bounds(
+    a_lo: np.ndarray,
+    a_hi: np.ndarray,
+    a_period: int,
+    a_point: bool,
+    b_lo: np.ndarray,
+    b_hi: np.ndarray,
+    b_period: int,
+    b_point: bool,
+    step: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    if fast32:
+        if step:
+            _mul_bounds_loop(
+                a_lo, a_hi, a_period, a_point, b_lo, b_hi, b_period, b_point, True, fa, True, lo, hi
+            )
+        else:
+            _mul_bounds_loop(
+                a_lo,
+                a_hi,
+                a_period,
+                a_point,
+                b_lo,
+                b_hi,
+                b_period,
+                b_point,
+                False,
+                fa,
+                True,
+                lo,
+                hi,
+            )
+    elif step:
+        _mul_bounds_loop(
+            a_lo, a_hi, a_period, a_point, b_lo, b_hi, b_period, b_point, True, fa, False, lo, hi
+        )
+    else:
+        _mul_bounds_loop(
+            a_lo, a_hi, a_period, a_point, b_lo, b_hi, b_period, b_point, False, fa, False, lo, hi
+        )
 
 
 def mul_bounds(
@@ -709,6 +882,7 @@ def mul_bounds(
             b_point,
             step,
             format_args(fmt),
+            fmt.name == "float32",
             lo.reshape(-1),
             hi.reshape(-1),
         )
@@ -741,8 +915,8 @@ def _interval_sum(
     return low, high, opposite or low != low or high != high
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _normalise_rows(
+@numba.njit(cache=True, inline="always")
+def _normalise_rows_loop(
     x_lo: np.ndarray,
     x_hi: np.ndarray,
     mean_lo: np.ndarray,
@@ -754,7 +928,10 @@ def _normalise_rows(
     b_lo: np.ndarray,
     b_hi: np.ndarray,
     c: tuple[float, float],
+    has_weight: bool,
+    has_bias: bool,
     fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
     out_lo: np.ndarray,
     out_hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
@@ -770,12 +947,12 @@ def _normalise_rows(
             low, high, undefined = _interval_product(low, high, s_lo, s_hi)
             whole = whole or undefined
             scale = s_mag
-            if w_lo.size:
+            if has_weight:
                 low, high, undefined = _interval_product(low, high, w_lo[j], w_hi[j])
                 whole = whole or undefined
                 scale = s_mag * max(abs(w_lo[j]), abs(w_hi[j]))
             allowance = 6.0 * u * (max(abs(a_lo), abs(a_hi)) + m_mag) * scale
-            if b_lo.size:
+            if has_bias:
                 low, high, undefined = _interval_sum(low, high, b_lo[j], b_hi[j])
                 whole = whole or undefined
                 allowance = allowance + 2.0 * u * max(abs(b_lo[j]), abs(b_hi[j]))
@@ -783,7 +960,91 @@ def _normalise_rows(
             if whole:
                 out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
             else:
-                out_lo[row, j], out_hi[row, j] = outward_step(low - allowance, high + allowance, fa)
+                out_lo[row, j], out_hi[row, j] = outward_step(
+                    low - allowance, high + allowance, fa, fast32
+                )
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _normalise_rows(
+    x_lo: np.ndarray,
+    x_hi: np.ndarray,
+    mean_lo: np.ndarray,
+    mean_hi: np.ndarray,
+    rstd_lo: np.ndarray,
+    rstd_hi: np.ndarray,
+    w_lo: np.ndarray,
+    w_hi: np.ndarray,
+    b_lo: np.ndarray,
+    b_hi: np.ndarray,
+    c: tuple[float, float],
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    # compiled once per common form (weight and bias), runtime switches for the others
+    if w_lo.size and b_lo.size:
+        if fast32:
+            _normalise_rows_loop(
+                x_lo,
+                x_hi,
+                mean_lo,
+                mean_hi,
+                rstd_lo,
+                rstd_hi,
+                w_lo,
+                w_hi,
+                b_lo,
+                b_hi,
+                c,
+                True,
+                True,
+                fa,
+                True,
+                out_lo,
+                out_hi,
+            )
+        else:
+            _normalise_rows_loop(
+                x_lo,
+                x_hi,
+                mean_lo,
+                mean_hi,
+                rstd_lo,
+                rstd_hi,
+                w_lo,
+                w_hi,
+                b_lo,
+                b_hi,
+                c,
+                True,
+                True,
+                fa,
+                False,
+                out_lo,
+                out_hi,
+            )
+    else:
+        _normalise_rows_loop(
+            x_lo,
+            x_hi,
+            mean_lo,
+            mean_hi,
+            rstd_lo,
+            rstd_hi,
+            w_lo,
+            w_hi,
+            b_lo,
+            b_hi,
+            c,
+            w_lo.size > 0,
+            b_lo.size > 0,
+            fa,
+            fast32,
+            out_lo,
+            out_hi,
+        )
 
 
 def normalise_rows(
@@ -826,6 +1087,7 @@ def normalise_rows(
             b_hi,
             (unit_roundoff, tiny),
             format_args(fmt),
+            fmt.name == "float32",
             out_lo.reshape(-1, n),
             out_hi.reshape(-1, n),
         )

@@ -13,7 +13,9 @@ Both are exact and run as one compiled pass (Numba, a core dependency; compiled 
 and cached): the step is nextafter computed from the exponent (half a unit below a negative
 power of two), and directed rounding scales by the format's quantum 2**(E - p + 1),
 E = max(floor(log2 |x|), emin), takes floor or ceil, and scales back, exactly as
-:func:`pytest_fpcheck.formats.round_to` does. Past the largest finite number the outward
+:func:`pytest_fpcheck.formats.round_to` does. Onto float32, the hardware's round-to-nearest conversion and
+one float32 step where it went the wrong way give the same result with less work
+(:func:`float32_directed`). Past the largest finite number the outward
 direction gives an infinity (also for float8_e4m3fn, which has none: an enclosure wants the
 infinity there) and the inward one the largest finite number. A NaN endpoint becomes the
 infinity of its direction rather than poisoning the interval; an infinite endpoint steps to the
@@ -66,8 +68,33 @@ def _from_bits_intrinsic(typingctx: Any, b: Any) -> Any:  # pragma: no cover - c
     return types.float64(types.int64), codegen
 
 
+def _bits32_intrinsic(typingctx: Any, x: Any) -> Any:  # pragma: no cover - compiled
+    """The int32 bit pattern of a float32."""
+    if x != types.float32:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], context.get_value_type(types.int32))
+
+    return types.int32(types.float32), codegen
+
+
+def _from_bits32_intrinsic(typingctx: Any, b: Any) -> Any:  # pragma: no cover - compiled
+    """The float32 whose bit pattern is the low 32 bits of the int64 ``b``."""
+    if b != types.int64:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        low = builder.trunc(args[0], context.get_value_type(types.int32))
+        return builder.bitcast(low, context.get_value_type(types.float32))
+
+    return types.float32(types.int64), codegen
+
+
 _bits = cast("Callable[[float], np.int64]", intrinsic(_bits_intrinsic))
 _from_bits = cast("Callable[[np.int64], float]", intrinsic(_from_bits_intrinsic))
+_bits32 = cast("Callable[[np.float32], np.int32]", intrinsic(_bits32_intrinsic))
+_from_bits32 = cast("Callable[[np.int64], np.float32]", intrinsic(_from_bits32_intrinsic))
 
 
 _MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
@@ -103,6 +130,48 @@ def next_down(v: float) -> float:  # pragma: no cover - compiled
     if v == 0.0:
         return -5e-324
     return v if v < 0 else _BIG64
+
+
+@numba.njit(cache=True, inline="always")
+def float32_directed(v: float, up: bool, strict: bool) -> float:  # pragma: no cover - compiled
+    """``v`` rounded onto float32 toward +inf when ``up``, else toward -inf (``strict``: to the
+    float32 number strictly beyond ``v``, as :func:`step_up_to` / :func:`step_down_to`), using
+    the hardware's round-to-nearest conversion and one float32 step where it went the wrong
+    way: every float32 number is a float64 number, so comparing the conversion with ``v``
+    decides exactly. The conversion rounds subnormal results on float32's subnormal grid and
+    overflows to an infinity, which the step brings back to the largest finite number where
+    the direction wants it. A NaN becomes the infinity of the direction."""
+    if v != v:
+        return math.inf if up else -math.inf
+    if v == 0.0 and not strict:
+        return v
+    r = np.float32(v)
+    back = np.float64(r)
+    # branch-free below: whether the conversion went the wrong way is unpredictable
+    if up:
+        step = int(back < v) | (int(strict) & int(back == v) & int(v != math.inf))
+    else:
+        step = int(back > v) | (int(strict) & int(back == v) & int(v != -math.inf))
+    b = np.int64(_bits32(r))
+    # float32 patterns are sign-magnitude: up from a positive number (or down from a negative
+    # one) adds one to the pattern, the other way subtracts one; from a zero, the step goes to
+    # the smallest subnormal of the direction (pattern 1 or 0x80000001)
+    toward = (b >> 31) | 1  # 1 for a non-negative pattern, -1 for a negative one
+    delta = toward if up else -toward
+    zero = int((b & 0x7FFFFFFF) == 0)
+    from_zero = 1 if up else -0x7FFFFFFF
+    stepped = (b + delta) * (1 - zero) + from_zero * zero
+    bits = b + step * (stepped - b)
+    # + 0.0: a zero reached from a nonzero v is +0, as the general path gives it (which keeps
+    # -0 only as the strict upper neighbour of -2**-1074, where next_up gives -0)
+    keep_sign = -0.0 if strict and up and v == -(2.0**-1074) else 0.0
+    return np.float64(_from_bits32(bits)) + keep_sign
+
+
+@numba.njit(cache=True, inline="always")
+def _is_float32(precision: int, emin: int, has_inf: bool) -> bool:  # pragma: no cover - compiled
+    """Whether a format's parameters are float32's (the formats share no other combination)."""
+    return precision == 24 and emin == -126 and has_inf
 
 
 @numba.njit(cache=True, inline="always")
@@ -226,6 +295,10 @@ def _round_all(
     x: np.ndarray, precision: int, emin: int, big: float, has_inf: bool, up: bool
 ) -> np.ndarray:  # pragma: no cover - compiled
     out = np.empty_like(x)
+    if _is_float32(precision, emin, has_inf):
+        for i in range(x.size):
+            out[i] = float32_directed(x[i], up, False)
+        return out
     smallest_normal = math.ldexp(1.0, emin)
     for i in range(x.size):
         out[i] = round_to(x[i], precision, smallest_normal, emin, big, has_inf, up)
