@@ -1,7 +1,9 @@
 """Budgets of issue 3 (round-off bounds for PyTorch programs).
 
 * Time: tracked run / plain run at most 1.5x the floor measured in the same run, the floor being
-  the plain run plus two float64 matmuls of the same shapes for every matmul-class operation.
+  the plain run plus two float64 matmuls of the same shapes for every matmul-class operation
+  (including the two products inside a fused attention kernel; the ratio against the floor
+  without them is printed too).
 * Memory: peak RSS of the tracked run at most 4x the plain run's (separate processes).
 * Tightness: the median ratio of the bound radius to |output - float64 oracle|.
 
@@ -66,18 +68,36 @@ MODELS = {"mlp": mlp, "block": block}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
+#: fused attention kernels: their two products, q k^T and p v, are matmul-class work too
+_ATTENTION = (
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+)
+
+
 class MatmulShapes(torch.utils._python_dispatch.TorchDispatchMode):
-    """Records the operand shapes of every matmul-class operation (for the floor)."""
+    """Records the operand shapes of every matmul-class operation (for the floor): mm, bmm,
+    addmm, baddbmm, and the two products inside a fused attention kernel (q k^T, then the
+    attention weights times v), which the plain run computes and tracking must bound."""
 
     def __init__(self) -> None:
         super().__init__()
         self.shapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        self.attention: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         name = func.overloadpacket.__name__
         if name in ("mm", "bmm", "addmm", "baddbmm"):
             a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
             self.shapes.append((tuple(a.shape), tuple(b.shape)))
+        elif name in _ATTENTION:
+            q, k, v = args[:3]
+            *batch, length, _ = q.shape
+            source = k.shape[-2]
+            self.attention.append((tuple(q.shape), (*batch, q.shape[-1], source)))
+            self.attention.append(((*batch, length, source), tuple(v.shape)))
         return func(*args, **(kwargs or {}))
 
 
@@ -102,6 +122,7 @@ def measure(name: str, dtype_name: str, repeats: int) -> dict[str, float]:
         with recorder:
             model(x)
         operands = [(np.random.rand(*a), np.random.rand(*b)) for a, b in recorder.shapes]
+        attention = [(np.random.rand(*a), np.random.rand(*b)) for a, b in recorder.attention]
 
         def plain() -> None:
             model(x)
@@ -111,14 +132,26 @@ def measure(name: str, dtype_name: str, repeats: int) -> dict[str, float]:
                 np.matmul(a, b)
                 np.matmul(a, b)
 
+        def two_f64_attention_matmuls() -> None:
+            for a, b in attention:
+                np.matmul(a, b)
+                np.matmul(a, b)
+
         def tracked() -> None:
             with fp.track():
                 model(x)
 
         medians = interleaved_medians(
-            {"plain": plain, "matmuls": two_f64_matmuls, "tracked": tracked}, repeats
+            {
+                "plain": plain,
+                "matmuls": two_f64_matmuls,
+                "attention": two_f64_attention_matmuls,
+                "tracked": tracked,
+            },
+            repeats,
         )
         t_plain, t_matmuls, t_tracked = medians["plain"], medians["matmuls"], medians["tracked"]
+        t_attention = medians["attention"]
         with fp.track():
             out = model(x)
         bounds = fp.bounds_of(out)
@@ -126,8 +159,9 @@ def measure(name: str, dtype_name: str, repeats: int) -> dict[str, float]:
     error = np.abs(bounds.value - reference)
     radius = bounds.radius
     useful = error > 0
-    floor = t_plain + t_matmuls
+    floor = t_plain + t_matmuls + t_attention
     return {
+        "tracked_over_floor_without_attention": t_tracked / (t_plain + t_matmuls),
         "plain_s": t_plain,
         "floor_s": floor,
         "tracked_s": t_tracked,
@@ -173,7 +207,7 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f} (plain, floor and tracked runs interleaved)"
     )
     print(
-        f"{'model':<6} {'dtype':<9} {'plain':>8} {'floor':>8} {'tracked':>8} {'tr/plain':>9} {'tr/floor':>9} {'budget':>7} {'RSS plain':>10} {'RSS tr':>8} {'ratio':>6} {'radius/err':>11}"
+        f"{'model':<6} {'dtype':<9} {'plain':>8} {'floor':>8} {'tracked':>8} {'tr/plain':>9} {'tr/floor':>9} {'budget':>7} {'RSS plain':>10} {'RSS tr':>8} {'ratio':>6} {'radius/err':>11} {'tr/floor w/o attn':>18}"
     )
     for name in options.models:
         for dtype_name in options.dtypes:
@@ -186,7 +220,8 @@ def main() -> None:
             print(
                 f"{name:<6} {dtype_name:<9} {r['plain_s'] * 1e3:7.1f}ms {r['floor_s'] * 1e3:7.1f}ms {r['tracked_s'] * 1e3:7.1f}ms "
                 f"{r['tracked_over_plain']:8.2f}x {r['tracked_over_floor']:8.2f}x {ok:>7} {rss_plain:8.0f}MB {rss_tracked:6.0f}MB "
-                f"{rss_tracked / rss_plain:5.2f}x {r['median_radius_over_error']:10.3g}"
+                f"{rss_tracked / rss_plain:5.2f}x {r['median_radius_over_error']:10.3g} "
+                f"{r['tracked_over_floor_without_attention']:17.2f}x"
                 + ("" if r["contains_float64_oracle"] else "  ORACLE OUTSIDE")
             )
     print(json.dumps({"note": "ratios: tracked/floor must be <= 1.5, RSS ratio <= 4"}))

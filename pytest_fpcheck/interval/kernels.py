@@ -53,6 +53,7 @@ __all__ = [
     "empty_like_order",
     "flat",
     "flat_views",
+    "float32_magnitudes",
     "format_args",
     "gelu_erf_bounds",
     "matmul_epilogue",
@@ -153,8 +154,8 @@ def flat(array: np.ndarray) -> np.ndarray:
     return moved.reshape(-1)
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _split(
+@numba.njit(cache=True, inline="always")
+def _split_loop(
     lo: np.ndarray,
     hi: np.ndarray,
     point: bool,
@@ -195,6 +196,51 @@ def _split(
             if yv != 0.0:
                 yv = max(yv, floor) * inflate
             y[i] = yv
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _split(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    point: bool,
+    c: tuple[float, float, float, float],
+    want_y: bool,
+    inflate: float,
+    floor: float,
+    mid: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    if point:
+        if want_y:
+            _split_loop(lo, hi, True, c, True, inflate, floor, mid, x, y)
+        else:
+            _split_loop(lo, hi, True, c, False, inflate, floor, mid, x, y)
+    elif want_y:
+        _split_loop(lo, hi, False, c, True, inflate, floor, mid, x, y)
+    else:
+        _split_loop(lo, hi, False, c, False, inflate, floor, mid, x, y)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _magnitudes(x: np.ndarray, floor: float, out: np.ndarray) -> None:  # pragma: no cover
+    low = np.float32(floor)
+    for i in range(x.size):
+        a = abs(x[i])
+        out[i] = low if a < low else a  # a NaN stays NaN
+
+
+def float32_magnitudes(x: np.ndarray) -> np.ndarray:
+    """max(|x|, 2**-126) of a float32 array, in one pass, as a float32 array of x's shape
+    (laid out as x's memory is, where x's memory is one block): a radius product's operand."""
+    order = tuple(sorted(range(x.ndim), key=lambda axis: -abs(x.strides[axis])))
+    moved = x.transpose(order)
+    if not moved.flags.c_contiguous:
+        order = tuple(range(x.ndim))
+        moved = np.ascontiguousarray(x)
+    out = np.empty(moved.shape, dtype=np.float32)
+    _magnitudes(moved.reshape(-1), 2.0**-126, out.reshape(-1))
+    return out.transpose(np.argsort(order))
 
 
 def split_operand(

@@ -24,10 +24,11 @@ onto the result format) are single compiled passes (:mod:`.kernels`).
 Sums are the same with B a column of ones: the exact sum of the endpoint sums, widened by
 g * sum(max(|lo|, |hi|)).
 
-These bounds assume no partial sum overflows the accumulation format. Every partial sum is at
-most S = sum |a||b| (or sum max(|lo|, |hi|)), and rad >= g S, so wherever rad / g (or S) reaches
-the accumulator's largest finite number an overflow to +-inf, and then NaN, is possible: such
-elements get the whole line [-inf, +inf].
+These bounds assume no partial sum overflows the accumulation format. Every exact partial sum
+is at most S = sum |a||b| (or sum max(|lo|, |hi|)) in magnitude, and every rounded one at most
+S (1 + g); rad >= g S, so wherever S (1 + g) may reach the accumulator's largest finite number
+an overflow to +-inf, and then NaN, is possible: such elements get the whole line
+[-inf, +inf].
 """
 
 from __future__ import annotations
@@ -106,7 +107,9 @@ def reduce_sum(
             hi = np.where(np.isnan(hi_sum), np.inf, up(hi_sum + spread))
             result = Interval(lo, hi)
     if accumulate is not None:
-        result = _overflow_to_everything(result, ~(magnitude < accumulate.max_finite))
+        # a partial sum is at most S (1 + g) in magnitude once rounded (S the sum of magnitudes)
+        may_overflow = ~(up(magnitude * (1 + g)) < accumulate.max_finite)
+        result = _overflow_to_everything(result, may_overflow)
     return result.to_format(fmt)
 
 
@@ -201,7 +204,8 @@ def matmul(
             rad += product(r_a, v_b)
         mid = product(m_a, m_b)
     terms = None if addend is None else _addend_terms(addend, g, mid.shape)
-    # r < limit implies r / g < the accumulator's largest finite number (1 - 2**-40)
-    limit = math.nextafter(accumulate.max_finite * (1 - 2**-40) * g * (1 - 2**-50), 0.0)
+    # r < limit implies S (1 + g) < the accumulator's largest finite number, S = r / g the sum
+    # of magnitudes: every rounded partial sum, at most S (1 + g), is then finite
+    limit = math.nextafter(accumulate.max_finite * (1 - 2**-40) * g / (1 + g) * (1 - 2**-50), 0.0)
     lo, hi = matmul_epilogue(mid, rad, terms, multiplier, scale, eta, limit, fmt)
     return Interval(lo, hi)

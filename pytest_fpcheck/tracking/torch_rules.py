@@ -36,7 +36,12 @@ from ..adapters.torch import dtype_format, internal
 from ..formats import FORMATS, Format
 from ..interval import elementwise as ew
 from ..interval.core import Interval, gamma
-from ..interval.kernels import gelu_erf_bounds, normalise_rows, softmax_bounds
+from ..interval.kernels import (
+    float32_magnitudes,
+    gelu_erf_bounds,
+    normalise_rows,
+    softmax_bounds,
+)
 from ..interval.linalg import matmul, reduce_sum
 from ..interval.registry import register_rule
 from ..interval.rounding import down, up
@@ -740,11 +745,13 @@ def _moments(
     squares = Interval(np.maximum(squares.lo, 0.0), squares.hi)
     divisor = max(n - correction, 0.0)
     variance = ew.div(squares, Interval.point(np.asarray(divisor)), _F64)
-    # (x - mean)^2 <= 4 max x^2: where that or the sum of |x| may overflow the compute format,
+    # (x - mean)^2 <= 4 max x^2: where the sum of that or of |x| may overflow the compute format
+    # once rounded (a rounded partial sum exceeds the exact one by at most a factor 1 + gamma),
     # the kernel may produce inf or NaN
+    grow = 1 + 2 * gamma(2 * n + 2, c.unit_roundoff)
     with np.errstate(over="ignore", invalid="ignore"):
-        overflow = ~(4 * energy < c.max_finite) | ~(
-            np.sum(magnitude, axis=axes, keepdims=True) < c.max_finite
+        overflow = ~(up(4 * energy * grow) < c.max_finite) | ~(
+            up(np.sum(magnitude, axis=axes, keepdims=True) * grow) < c.max_finite
         )
     return _everything_where(mean, overflow).to_format(c), _everything_where(
         variance, overflow
@@ -863,7 +870,9 @@ def _cumsum(ctx: RuleContext) -> Interval:
         spread = up(prefix_magnitude * factors)
         lo = down(np.cumsum(a.lo, axis=axis) - spread)
         hi = up(np.cumsum(a.hi, axis=axis) + spread)
-        overflow = ~(prefix_magnitude < c.max_finite) | np.isnan(lo) | np.isnan(hi)
+        # every rounded partial sum is at most prefix_magnitude (1 + factor) in magnitude
+        may_overflow = ~(up(prefix_magnitude * (1 + factors)) < c.max_finite)
+        overflow = may_overflow | np.isnan(lo) | np.isnan(hi)
     return Interval(np.where(overflow, -np.inf, lo), np.where(overflow, np.inf, hi)).to_format(
         ctx.fmt
     )
@@ -1166,6 +1175,8 @@ def _magnitude32(x: Any, enclosure: Interval) -> Array | None:
     ):
         return None
     with internal(), torch.no_grad():
+        if x.dtype == torch.float32:
+            return float32_magnitudes(x.detach().numpy())
         magnitude = x.detach().abs().to(torch.float32).clamp_min_(2.0**-126)
     result: Array = magnitude.numpy()
     return result

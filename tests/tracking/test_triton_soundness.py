@@ -132,6 +132,26 @@ def test_reductions_and_scans_are_enclosed(kind, dtype, values, cancel) -> None:
     _check(bounds, exact, out.double().numpy())
 
 
+def test_a_prefix_sum_that_overflows_is_the_whole_line_from_there_on() -> None:
+    """float16 prefix sums 0, 65504, 65504 + 88.69 (which rounds to inf), then inf - 65504 and
+    inf - 88.69 (inf): every later prefix may be infinite, although its exact value is small.
+    (Found by the property test above: the prefix bound had no overflow test.)"""
+    x = torch.zeros(4, 6, dtype=torch.float16)
+    x[0, :3] = torch.tensor([0.0, 65504.0, 88.7])
+    x[0, 3:] = -x[0, :3]
+    out = torch.empty(4, 6, dtype=torch.float16)
+    with np.errstate(all="ignore"), fp.track():
+        reduce_kernel[(1,)](x, out, 6, KIND=2, BLOCK=8)
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    assert torch.isinf(out[0, 2:]).all()
+    assert bounds.contains(out.double().numpy()).all()
+    assert np.isneginf(bounds.lo[0, 2:]).all()
+    assert np.isposinf(bounds.hi[0, 2:]).all()
+    assert (np.abs(bounds.lo[1:]) < 1e-7).all()
+    assert (np.abs(bounds.hi[1:]) < 1e-7).all()
+
+
 @triton.jit
 def dot_kernel(a_ptr, b_ptr, c_ptr, PRECISION: tl.constexpr, M: tl.constexpr, K: tl.constexpr):  # type: ignore[no-untyped-def]
     i = tl.arange(0, M)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ...formats import Format
 from ...interval import elementwise as ew
 from ...interval.core import Interval, gamma
 from ...interval.linalg import reduce_sum
@@ -70,8 +71,12 @@ def combine_kind(combine_fn: Any, dtype: Any, tl: Any) -> str | None:
     return kind
 
 
-def _prefix_bound(x: Interval, axis: int, u: float) -> Interval:
-    """Enclosures of every prefix sum along ``axis``, in any order within each prefix."""
+def _prefix_bound(x: Interval, axis: int, fmt: Format) -> Interval:
+    """Enclosures of every prefix sum along ``axis``, in any order within each prefix, computed
+    in ``fmt``: the whole line from the first prefix whose partial sums may overflow (the
+    rounded partial sums of j terms of magnitude sum S are at most S (1 + gamma_{j-1}); an
+    infinity, or NaN, then propagates to every later prefix)."""
+    u = fmt.unit_roundoff
     n = x.shape[axis]
     counts = np.arange(1, n + 1, dtype=np.float64).reshape(
         [n if i == axis else 1 for i in range(len(x.shape))]
@@ -85,8 +90,13 @@ def _prefix_bound(x: Interval, axis: int, u: float) -> Interval:
         spread = np.where(magnitude == 0, 0.0, spread)
         lo_sum = np.cumsum(x.lo, axis=axis)
         hi_sum = lo_sum if x.is_point else np.cumsum(x.hi, axis=axis)
-        lo = np.where(np.isnan(lo_sum), -np.inf, down(lo_sum - spread))
-        hi = np.where(np.isnan(hi_sum), np.inf, up(hi_sum + spread))
+        # the last rounding cannot overflow (rounding is monotone and the largest finite number
+        # is on the grid): the operands of the last addition, at most S (1 + gamma_{j-2}), decide
+        before = np.maximum(counts - 2, 0) * u
+        grow = np.where(before < 1, up(before / down(1 - before)), np.inf)
+        may_overflow = ~(up(magnitude * (1 + grow) * (1 + float64_error)) <= fmt.max_finite)
+        lo = np.where(np.isnan(lo_sum) | may_overflow, -np.inf, down(lo_sum - spread))
+        hi = np.where(np.isnan(hi_sum) | may_overflow, np.inf, up(hi_sum + spread))
     return Interval(lo, hi)
 
 
@@ -211,7 +221,7 @@ def instrumented_scan_ops(base: type, tl: Any, active: Callable[[Any, Any], bool
             if self.reverse:
                 values = values.map(lambda a: np.flip(a, axis=axis))
             if kind == "sum":
-                bound = _prefix_bound(values, axis, fmt.unit_roundoff)
+                bound = _prefix_bound(values, axis, fmt)
             else:
                 running = np.maximum.accumulate if kind == "max" else np.minimum.accumulate
                 bound = ew.everything_where_nan(
