@@ -142,10 +142,8 @@ def mul(a: Interval, b: Interval, fmt: Format, *, operand_bits: int = 53) -> Int
     lo, hi = mul_bounds(
         a.lo,
         a.hi,
-        a.is_point,
         b.lo,
         b.hi,
-        b.is_point,
         operand_bits > _EXACT_PRODUCT_BITS,
         fmt,
     )

@@ -14,15 +14,18 @@ a normal ``r`` (the product's exact value exceeds the next float64), and ``r + 2
 a tiny one. Kernels keep subnormal operands out of their arithmetic (a subnormal operand costs
 a microcode assist of a hundred cycles on x86): allowances below 2**-1022 are raised to it.
 
-Each kernel is a loop (``*_loop``, inlined) and an entry point that calls it with its switches
-as constants (``fast32``, the rule's variant: a point operand, a subtraction, an addend): numba
-does not hoist a branch on an argument out of a loop, and such a branch costs these loops up to
-half their speed. ``fast32`` (the result format is float32) rounds endpoints by the hardware's
-conversion (:func:`.rounding.float32_directed`, bit-identical to the general path).
+Each kernel is a loop (``*_loop``) and a factory that compiles it for one setting of its
+switches (``fast32``, and the rule's variant: a point operand, a subtraction, an addend), the
+switches being constants of the compiled code: numba does not hoist a branch on an argument out
+of a loop, and such a branch costs these loops up to half their speed. A setting is compiled
+when first used (and cached on disk), so a run compiles only the variants it needs. ``fast32``
+(the result format is float32) rounds endpoints by the hardware's conversion
+(:func:`.rounding.float32_directed`, bit-identical to the general path).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -198,28 +201,24 @@ def _split_loop(
             y[i] = yv
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _split(
-    lo: np.ndarray,
-    hi: np.ndarray,
-    point: bool,
-    c: tuple[float, float, float, float],
-    want_y: bool,
-    inflate: float,
-    floor: float,
-    mid: np.ndarray,
-    x: np.ndarray,
-    y: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    if point:
-        if want_y:
-            _split_loop(lo, hi, True, c, True, inflate, floor, mid, x, y)
-        else:
-            _split_loop(lo, hi, True, c, False, inflate, floor, mid, x, y)
-    elif want_y:
-        _split_loop(lo, hi, False, c, True, inflate, floor, mid, x, y)
-    else:
-        _split_loop(lo, hi, False, c, False, inflate, floor, mid, x, y)
+@functools.cache
+def _split(point: bool, want_y: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        lo: np.ndarray,
+        hi: np.ndarray,
+        c: tuple[float, float, float, float],
+        inflate: float,
+        floor: float,
+        mid: np.ndarray,
+        x: np.ndarray,
+        y: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _split_loop(lo, hi, point, c, want_y, inflate, floor, mid, x, y)
+
+    return kernel
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -265,12 +264,10 @@ def split_operand(
     x = np.empty(flats[0].size, dtype=dtype)
     y = np.empty(flats[0].size if y_coefficients is not None else 0, dtype=dtype)
     coefficients = (*x_coefficients, *(y_coefficients or (0.0, 0.0)))
-    _split(
+    _split(point, y_coefficients is not None)(
         flats[0],
         flats[1],
-        point,
         coefficients,
-        y_coefficients is not None,
         inflate,
         floor,
         mid,
@@ -318,27 +315,24 @@ def _epilogue_loop(
                 lo[i], hi[i] = outward_step(m - r, m + r, fa, fast32)
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _epilogue(
-    mid: np.ndarray,
-    rad: np.ndarray,
-    addend_mid: np.ndarray,
-    addend_rad: np.ndarray,
-    c: tuple[float, float, float, float],
-    fa: tuple[bool, int, float, int, float, bool],
-    fast32: bool,
-    lo: np.ndarray,
-    hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    if fast32:
-        if addend_mid.size:
-            _epilogue_loop(mid, rad, addend_mid, addend_rad, c, True, fa, True, lo, hi)
-        else:
-            _epilogue_loop(mid, rad, addend_mid, addend_rad, c, False, fa, True, lo, hi)
-    elif addend_mid.size:
-        _epilogue_loop(mid, rad, addend_mid, addend_rad, c, True, fa, False, lo, hi)
-    else:
-        _epilogue_loop(mid, rad, addend_mid, addend_rad, c, False, fa, False, lo, hi)
+@functools.cache
+def _epilogue(has_addend: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        mid: np.ndarray,
+        rad: np.ndarray,
+        addend_mid: np.ndarray,
+        addend_rad: np.ndarray,
+        c: tuple[float, float, float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _epilogue_loop(mid, rad, addend_mid, addend_rad, c, has_addend, fa, fast32, lo, hi)
+
+    return kernel
 
 
 def matmul_epilogue(
@@ -362,14 +356,13 @@ def matmul_epilogue(
     rad_flat = np.ascontiguousarray(rad).reshape(-1)
     addend_mid, addend_rad = (np.zeros(0), np.zeros(0)) if addend is None else addend
     lo, hi = np.empty(shape), np.empty(shape)  # arrays that own their memory (see store.write)
-    _epilogue(
+    _epilogue(addend_mid.size > 0, fmt.name == "float32")(
         mid_flat,
         rad_flat,
         np.ascontiguousarray(addend_mid, dtype=np.float64).reshape(-1),
         np.ascontiguousarray(addend_rad, dtype=np.float64).reshape(-1),
         (multiplier, scale, eta, limit),
         format_args(fmt),
-        fmt.name == "float32",
         lo.reshape(-1),
         hi.reshape(-1),
     )
@@ -413,28 +406,24 @@ def _gelu_erf_bounds_loop(
             out_lo[i], out_hi[i] = outward_step(down_end, up_end, fa, fast32)
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _gelu_erf_bounds(
-    lo: np.ndarray,
-    hi: np.ndarray,
-    point: bool,
-    erf_lo: np.ndarray,
-    erf_hi: np.ndarray,
-    c: tuple[float, float, float, float],
-    fa: tuple[bool, int, float, int, float, bool],
-    fast32: bool,
-    out_lo: np.ndarray,
-    out_hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    if fast32:
-        if point:
-            _gelu_erf_bounds_loop(lo, hi, True, erf_lo, erf_hi, c, fa, True, out_lo, out_hi)
-        else:
-            _gelu_erf_bounds_loop(lo, hi, False, erf_lo, erf_hi, c, fa, True, out_lo, out_hi)
-    elif point:
-        _gelu_erf_bounds_loop(lo, hi, True, erf_lo, erf_hi, c, fa, False, out_lo, out_hi)
-    else:
-        _gelu_erf_bounds_loop(lo, hi, False, erf_lo, erf_hi, c, fa, False, out_lo, out_hi)
+@functools.cache
+def _gelu_erf_bounds(point: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        lo: np.ndarray,
+        hi: np.ndarray,
+        erf_lo: np.ndarray,
+        erf_hi: np.ndarray,
+        c: tuple[float, float, float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        out_lo: np.ndarray,
+        out_hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _gelu_erf_bounds_loop(lo, hi, point, erf_lo, erf_hi, c, fa, fast32, out_lo, out_hi)
+
+    return kernel
 
 
 def gelu_erf_bounds(
@@ -458,15 +447,13 @@ def gelu_erf_bounds(
     erf_hi = erf_lo if point else np.ascontiguousarray(erf(flats[1] * math.sqrt(0.5)))
     out_lo, out_hi = empty_like_order(lo.shape, order), empty_like_order(lo.shape, order)
     constants = (minimum[0], minimum[1], compute.unit_roundoff, 4 * compute.smallest_normal)
-    _gelu_erf_bounds(
+    _gelu_erf_bounds(point, fmt.name == "float32")(
         flats[0],
         flats[1],
-        point,
         erf_lo,
         erf_hi,
         constants,
         format_args(fmt),
-        fmt.name == "float32",
         flat(out_lo),
         flat(out_hi),
     )
@@ -583,29 +570,25 @@ def _add_bounds_loop(
                 lo[i], hi[i] = outward(low, high, fa, fast32)
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _add_bounds(
-    a_lo: np.ndarray,
-    a_hi: np.ndarray,
-    a_period: int,
-    b_lo: np.ndarray,
-    b_hi: np.ndarray,
-    b_period: int,
-    negate_b: bool,
-    fa: tuple[bool, int, float, int, float, bool],
-    fast32: bool,
-    lo: np.ndarray,
-    hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    if fast32:
-        if negate_b:
-            _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, True, fa, True, lo, hi)
-        else:
-            _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, False, fa, True, lo, hi)
-    elif negate_b:
-        _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, True, fa, False, lo, hi)
-    else:
-        _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, False, fa, False, lo, hi)
+@functools.cache
+def _add_bounds(negate_b: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        a_lo: np.ndarray,
+        a_hi: np.ndarray,
+        a_period: int,
+        b_lo: np.ndarray,
+        b_hi: np.ndarray,
+        b_period: int,
+        fa: tuple[bool, int, float, int, float, bool],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, negate_b, fa, fast32, lo, hi)
+
+    return kernel
 
 
 def add_bounds(
@@ -633,16 +616,14 @@ def add_bounds(
         b_low, b_high, b_period = b_low.reshape(-1), b_high.reshape(-1), max(b_low.size, 1)
     lo, hi = np.empty(shape), np.empty(shape)
     if lo.size:
-        _add_bounds(
+        _add_bounds(negate_b, fmt.name == "float32")(
             a_low,
             a_high,
             a_period,
             b_low,
             b_high,
             b_period,
-            negate_b,
             format_args(fmt),
-            fmt.name == "float32",
             lo.reshape(-1),
             hi.reshape(-1),
         )
@@ -728,26 +709,22 @@ def _softmax_rows_loop(
             out_lo[row, j], out_hi[row, j] = max(down_end, 0.0), up_end
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _softmax_rows(
-    lo: np.ndarray,
-    hi: np.ndarray,
-    c: tuple[float, float, float],
-    safe: bool,
-    fa: tuple[bool, int, float, int, float, bool],
-    fast32: bool,
-    out_lo: np.ndarray,
-    out_hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    if fast32:
-        if safe:
-            _softmax_rows_loop(lo, hi, c, True, fa, True, out_lo, out_hi)
-        else:
-            _softmax_rows_loop(lo, hi, c, False, fa, True, out_lo, out_hi)
-    elif safe:
-        _softmax_rows_loop(lo, hi, c, True, fa, False, out_lo, out_hi)
-    else:
-        _softmax_rows_loop(lo, hi, c, False, fa, False, out_lo, out_hi)
+@functools.cache
+def _softmax_rows(safe: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        lo: np.ndarray,
+        hi: np.ndarray,
+        c: tuple[float, float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        out_lo: np.ndarray,
+        out_hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _softmax_rows_loop(lo, hi, c, safe, fa, fast32, out_lo, out_hi)
+
+    return kernel
 
 
 def softmax_bounds(
@@ -773,13 +750,11 @@ def softmax_bounds(
     rows_hi = rows_lo if hi is lo else np.ascontiguousarray(moved_hi, dtype=np.float64)
     out_lo, out_hi = np.empty(shape), np.empty(shape)
     if out_lo.size:
-        _softmax_rows(
+        _softmax_rows(safe, fmt.name == "float32")(
             rows_lo,
             rows_hi.reshape(-1, n),
             (kappa, absolute, factor),
-            safe,
             format_args(fmt),
-            fmt.name == "float32",
             out_lo.reshape(-1, n),
             out_hi.reshape(-1, n),
         )
@@ -793,11 +768,9 @@ def _mul_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
     a_period: int,
-    a_point: bool,
     b_lo: np.ndarray,
     b_hi: np.ndarray,
     b_period: int,
-    b_point: bool,
     step: bool,
     fa: tuple[bool, int, float, int, float, bool],
     fast32: bool,
@@ -813,23 +786,11 @@ def _mul_bounds_loop(
             i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
             x_lo, x_hi = a_lo[ja], a_hi[ja]
             y_lo, y_hi = b_lo[jb], b_hi[jb]
-            p1 = x_lo * y_lo
-            if a_point and b_point:
-                low = high = p1
-                undefined = p1 != p1
-            elif b_point:
-                p2 = x_hi * y_lo
-                low, high = min(p1, p2), max(p1, p2)
-                undefined = p1 != p1 or p2 != p2
-            elif a_point:
-                p2 = x_lo * y_hi
-                low, high = min(p1, p2), max(p1, p2)
-                undefined = p1 != p1 or p2 != p2
-            else:
-                p2, p3, p4 = x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
-                low = min(min(p1, p2), min(p3, p4))
-                high = max(max(p1, p2), max(p3, p4))
-                undefined = p1 != p1 or p2 != p2 or p3 != p3 or p4 != p4
+            # all four end products, also for a point (whose ends are equal: the same hull)
+            p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
+            low = min(min(p1, p2), min(p3, p4))
+            high = max(max(p1, p2), max(p3, p4))
+            undefined = p1 != p1 or p2 != p2 or p3 != p3 or p4 != p4
             zero_times_infinity = (
                 x_lo <= 0 <= x_hi and (math.isinf(y_lo) or math.isinf(y_hi))
             ) or (y_lo <= 0 <= y_hi and (math.isinf(x_lo) or math.isinf(x_hi)))
@@ -842,65 +803,37 @@ def _mul_bounds_loop(
                 lo[i], hi[i] = outward(low, high, fa, fast32)
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _mul_bounds(
-    a_lo: np.ndarray,
-    a_hi: np.ndarray,
-    a_period: int,
-    a_point: bool,
-    b_lo: np.ndarray,
-    b_hi: np.ndarray,
-    b_period: int,
-    b_point: bool,
-    step: bool,
-    fa: tuple[bool, int, float, int, float, bool],
-    fast32: bool,
-    lo: np.ndarray,
-    hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    if fast32:
-        if step:
-            _mul_bounds_loop(
-                a_lo, a_hi, a_period, a_point, b_lo, b_hi, b_period, b_point, True, fa, True, lo, hi
-            )
-        else:
-            _mul_bounds_loop(
-                a_lo,
-                a_hi,
-                a_period,
-                a_point,
-                b_lo,
-                b_hi,
-                b_period,
-                b_point,
-                False,
-                fa,
-                True,
-                lo,
-                hi,
-            )
-    elif step:
-        _mul_bounds_loop(
-            a_lo, a_hi, a_period, a_point, b_lo, b_hi, b_period, b_point, True, fa, False, lo, hi
-        )
-    else:
-        _mul_bounds_loop(
-            a_lo, a_hi, a_period, a_point, b_lo, b_hi, b_period, b_point, False, fa, False, lo, hi
-        )
+@functools.cache
+def _mul_bounds(step: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        a_lo: np.ndarray,
+        a_hi: np.ndarray,
+        a_period: int,
+        b_lo: np.ndarray,
+        b_hi: np.ndarray,
+        b_period: int,
+        fa: tuple[bool, int, float, int, float, bool],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _mul_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, step, fa, fast32, lo, hi)
+
+    return kernel
 
 
 def mul_bounds(
     a_lo: Array,
     a_hi: Array,
-    a_point: bool,
     b_lo: Array,
     b_hi: Array,
-    b_point: bool,
     step: bool,
     fmt: Format,
 ) -> tuple[Array, Array]:
-    """The interval product, broadcast: the hull of the endpoint products (two for a point
-    operand, one for two points), stepped outward when ``step`` (float64 products inexact);
+    """The interval product, broadcast: the hull of the four endpoint products, stepped outward
+    when ``step`` (float64 products inexact);
     the whole line where 0 * inf or an undefined product is possible; rounded onto ``fmt``."""
     shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
     operands = []
@@ -917,18 +850,14 @@ def mul_bounds(
     lo, hi = np.empty(shape), np.empty(shape)
     if lo.size:
         (x_lo, x_hi, x_period), (y_lo, y_hi, y_period) = operands
-        _mul_bounds(
+        _mul_bounds(step, fmt.name == "float32")(
             x_lo,
             x_hi,
             x_period,
-            a_point,
             y_lo,
             y_hi,
             y_period,
-            b_point,
-            step,
             format_args(fmt),
-            fmt.name == "float32",
             lo.reshape(-1),
             hi.reshape(-1),
         )
@@ -1011,67 +940,27 @@ def _normalise_rows_loop(
                 )
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _normalise_rows(
-    x_lo: np.ndarray,
-    x_hi: np.ndarray,
-    mean_lo: np.ndarray,
-    mean_hi: np.ndarray,
-    rstd_lo: np.ndarray,
-    rstd_hi: np.ndarray,
-    w_lo: np.ndarray,
-    w_hi: np.ndarray,
-    b_lo: np.ndarray,
-    b_hi: np.ndarray,
-    c: tuple[float, float],
-    fa: tuple[bool, int, float, int, float, bool],
-    fast32: bool,
-    out_lo: np.ndarray,
-    out_hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    # compiled once per common form (weight and bias), runtime switches for the others
-    if w_lo.size and b_lo.size:
-        if fast32:
-            _normalise_rows_loop(
-                x_lo,
-                x_hi,
-                mean_lo,
-                mean_hi,
-                rstd_lo,
-                rstd_hi,
-                w_lo,
-                w_hi,
-                b_lo,
-                b_hi,
-                c,
-                True,
-                True,
-                fa,
-                True,
-                out_lo,
-                out_hi,
-            )
-        else:
-            _normalise_rows_loop(
-                x_lo,
-                x_hi,
-                mean_lo,
-                mean_hi,
-                rstd_lo,
-                rstd_hi,
-                w_lo,
-                w_hi,
-                b_lo,
-                b_hi,
-                c,
-                True,
-                True,
-                fa,
-                False,
-                out_lo,
-                out_hi,
-            )
-    else:
+@functools.cache
+def _normalise_rows(has_weight: bool, has_bias: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        x_lo: np.ndarray,
+        x_hi: np.ndarray,
+        mean_lo: np.ndarray,
+        mean_hi: np.ndarray,
+        rstd_lo: np.ndarray,
+        rstd_hi: np.ndarray,
+        w_lo: np.ndarray,
+        w_hi: np.ndarray,
+        b_lo: np.ndarray,
+        b_hi: np.ndarray,
+        c: tuple[float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        out_lo: np.ndarray,
+        out_hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
         _normalise_rows_loop(
             x_lo,
             x_hi,
@@ -1084,13 +973,15 @@ def _normalise_rows(
             b_lo,
             b_hi,
             c,
-            w_lo.size > 0,
-            b_lo.size > 0,
+            has_weight,
+            has_bias,
             fa,
             fast32,
             out_lo,
             out_hi,
         )
+
+    return kernel
 
 
 def normalise_rows(
@@ -1120,7 +1011,7 @@ def normalise_rows(
     b_lo, b_hi = (as_flat(bias[0]), as_flat(bias[1])) if bias is not None else (empty, empty)
     out_lo, out_hi = np.empty(shape), np.empty(shape)
     if out_lo.size:
-        _normalise_rows(
+        _normalise_rows(w_lo.size > 0, b_lo.size > 0, fmt.name == "float32")(
             as_flat(x[0]).reshape(-1, n),
             as_flat(x[1]).reshape(-1, n),
             as_flat(mean[0]),
@@ -1133,7 +1024,6 @@ def normalise_rows(
             b_hi,
             (unit_roundoff, tiny),
             format_args(fmt),
-            fmt.name == "float32",
             out_lo.reshape(-1, n),
             out_hi.reshape(-1, n),
         )

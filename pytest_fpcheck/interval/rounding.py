@@ -174,7 +174,7 @@ def _is_float32(precision: int, emin: int, has_inf: bool) -> bool:  # pragma: no
     return precision == 24 and emin == -126 and has_inf
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _round_one(
     x: float, precision: int, emin: int, big: float, has_inf: bool, up: bool
 ) -> float:  # pragma: no cover - compiled
@@ -198,7 +198,7 @@ def _round_one(
     return y
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def round_to(
     v: float, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool, up: bool
 ) -> float:  # pragma: no cover - compiled
@@ -226,7 +226,7 @@ def round_to(
     return _round_one(v, precision, emin, big, has_inf, up)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def step_down_to(
     v: float, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool
 ) -> float:  # pragma: no cover - compiled
@@ -254,7 +254,7 @@ def step_down_to(
     return round_to(next_down(v), precision, smallest_normal, emin, big, has_inf, False)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def step_up_to(
     v: float, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool
 ) -> float:  # pragma: no cover - compiled
