@@ -1268,10 +1268,35 @@ def _addmm(ctx: RuleContext) -> Interval:
             addend=shifted,
             magnitudes=magnitudes,
         )
-    inner = matmul(left, ctx.operand(m2), _F64, factor=factor, accumulate=acc, k=k + 1 + extra)
-    inner = reduce_sum(inner, (0,), False, _F64, lambda n: factor)
-    spread = up(shifted.magnitude() * factor * (1 + 2**-40))
-    return ew.add(inner, shifted, _F64).widen(spread).to_format(ctx.fmt)
+    return _addbmm(ctx, left, ctx.operand(m2), shifted, extra)
+
+
+def _addbmm(
+    ctx: RuleContext, left: Interval, right: Interval, shifted: Interval, extra: int
+) -> Interval:
+    """beta C + alpha sum_b A_b B_b. ATen accumulates batch by batch into the result, which it
+    rounds to the result format after each batch (on CPU, one addmm per batch), so a term's
+    error compounds over the batches: the bound is one product over the batches' concatenated
+    inner dimension, each term passing the k-term accumulation (the accumulator's factor) and
+    then up to b + 2 (+ the alpha/beta scalings) roundings in the result format."""
+    batches, rows, k = left.shape
+    columns = right.shape[-1]
+    wide = left.map(lambda v: np.moveaxis(v, 0, 1).reshape(rows, batches * k))
+    tall = right.map(lambda v: v.reshape(batches * k, columns))
+    inner, acc = _matmul_setup(ctx, k, 1)
+    outer = gamma(batches + 2 + extra, ctx.fmt.unit_roundoff)
+    factor = float(up(np.asarray((1 + inner) * (1 + outer) - 1)) * (1 + 2**-50))
+    # the running result lives in the result format: its overflow threshold may be the lower
+    accumulate = ctx.fmt if ctx.fmt.max_finite < acc.max_finite else acc
+    return matmul(
+        wide,
+        tall,
+        ctx.fmt,
+        factor=factor,
+        accumulate=accumulate,
+        k=batches * k + batches + 1 + extra,
+        addend=shifted,
+    )
 
 
 @_rule("aten.convolution")
