@@ -104,7 +104,7 @@ def programs(draw: st.DrawFn, *, max_steps: int = 4) -> Program:
     y = draw(grid_values(dtype, shape))
     if draw(st.booleans()):
         y = F.round_to(-x + draw(grid_values(dtype, shape)) * 2.0**-10, dtype)  # cancellation
-    kinds = st.sampled_from(["unary"] * 3 + ["binary"] * 2 + ["reduce", "matmul"])
+    kinds = st.sampled_from(["unary"] * 3 + ["binary"] * 2 + ["reduce", "matmul", "addbmm"])
     steps = []
     for _ in range(draw(st.integers(1, max_steps))):
         kind = draw(kinds)
@@ -114,6 +114,8 @@ def programs(draw: st.DrawFn, *, max_steps: int = 4) -> Program:
             steps.append(("binary", draw(st.sampled_from(BINARY))))
         elif kind == "reduce":
             steps.append(("reduce", draw(st.sampled_from(REDUCE))))
+        elif kind == "addbmm":
+            steps.append(("addbmm", "addbmm"))
         else:
             steps.append(("matmul", "matmul"))
     cast_to = draw(st.sampled_from(sorted(set(DTYPES) - {dtype})))
@@ -176,6 +178,11 @@ def run_torch(program: Program) -> torch.Tensor:
                 "cumsum": lambda v: v.cumsum(-1),
                 "amax": lambda v: v.amax(-1, keepdim=True) * torch.ones_like(v),
             }[op](x)
+        elif kind == "addbmm":
+            # x + sum over the columns b of x[:, b] (outer) y[0]: one batch per column, each
+            # added to the running result (rounded to its format after every batch)
+            columns = x.shape[1]
+            x = torch.addbmm(x, x.T.unsqueeze(-1), y[:1].unsqueeze(0).expand(columns, 1, columns))
         else:
             x = x @ y.transpose(0, 1) @ y
     return x
@@ -295,6 +302,8 @@ def _run_exact(program: Program) -> np.ndarray:
                 )(x, y)
         elif kind == "reduce":
             x = _reduce_exact(op, x)
+        elif kind == "addbmm":
+            x = x + np.outer(x.sum(axis=1), y[0])
         else:
             x = x.dot(y.T).dot(y)
     return x
