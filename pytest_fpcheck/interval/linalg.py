@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["matmul", "reduce_sum"]
+__all__ = ["matmul", "may_overflow", "reduce_sum"]
 
 _U64 = 2.0**-53
 _U32 = 2.0**-24
@@ -69,6 +69,18 @@ def _finish(mid: Array, rad: Array, fmt: Format) -> Interval:
         lo = np.where(bad_mid, -np.inf, down(mid - rad))
         hi = np.where(bad_mid, np.inf, up(mid + rad))
     return Interval(lo, hi).to_format(fmt)
+
+
+def may_overflow(magnitude: Array, factor: Array | float, limit: float) -> NDArray[np.bool_]:
+    """Where a sum whose terms' magnitudes add up to ``magnitude`` (S) may overflow: its rounded
+    partial sums are at most S (1 + ``factor``) in magnitude, and where that may reach ``limit``
+    (the accumulator's largest finite number) an infinity, then NaN, is possible. Never where S
+    is 0 (an infinite factor leaves a sum of zeros exact)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        result: NDArray[np.bool_] = (magnitude != 0) & ~(
+            up(magnitude * (1 + np.asarray(factor))) < limit
+        )
+    return result
 
 
 def _overflow_to_everything(interval: Interval, may_overflow: NDArray[np.bool_]) -> Interval:
@@ -107,9 +119,7 @@ def reduce_sum(
             hi = np.where(np.isnan(hi_sum), np.inf, up(hi_sum + spread))
             result = Interval(lo, hi)
     if accumulate is not None:
-        # a partial sum is at most S (1 + g) in magnitude once rounded (S the sum of magnitudes)
-        may_overflow = ~(up(magnitude * (1 + g)) < accumulate.max_finite)
-        result = _overflow_to_everything(result, may_overflow)
+        result = _overflow_to_everything(result, may_overflow(magnitude, g, accumulate.max_finite))
     return result.to_format(fmt)
 
 

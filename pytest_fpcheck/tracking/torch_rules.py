@@ -42,7 +42,7 @@ from ..interval.kernels import (
     normalise_rows,
     softmax_bounds,
 )
-from ..interval.linalg import matmul, reduce_sum
+from ..interval.linalg import matmul, may_overflow, reduce_sum
 from ..interval.registry import register_rule
 from ..interval.rounding import down, up
 from .context import RuleContext
@@ -748,10 +748,10 @@ def _moments(
     # (x - mean)^2 <= 4 max x^2: where the sum of that or of |x| may overflow the compute format
     # once rounded (a rounded partial sum exceeds the exact one by at most a factor 1 + gamma),
     # the kernel may produce inf or NaN
-    grow = 1 + 2 * gamma(2 * n + 2, c.unit_roundoff)
-    with np.errstate(over="ignore", invalid="ignore"):
-        overflow = ~(up(4 * energy * grow) < c.max_finite) | ~(
-            up(np.sum(magnitude, axis=axes, keepdims=True) * grow) < c.max_finite
+    growth = 2 * gamma(2 * n + 2, c.unit_roundoff)
+    with np.errstate(over="ignore"):
+        overflow = may_overflow(4 * energy, growth, c.max_finite) | may_overflow(
+            np.sum(magnitude, axis=axes, keepdims=True), growth, c.max_finite
         )
     return _everything_where(mean, overflow).to_format(c), _everything_where(
         variance, overflow
@@ -870,9 +870,9 @@ def _cumsum(ctx: RuleContext) -> Interval:
         spread = up(prefix_magnitude * factors)
         lo = down(np.cumsum(a.lo, axis=axis) - spread)
         hi = up(np.cumsum(a.hi, axis=axis) + spread)
-        # every rounded partial sum is at most prefix_magnitude (1 + factor) in magnitude
-        may_overflow = ~(up(prefix_magnitude * (1 + factors)) < c.max_finite)
-        overflow = may_overflow | np.isnan(lo) | np.isnan(hi)
+        overflow = (
+            may_overflow(prefix_magnitude, factors, c.max_finite) | np.isnan(lo) | np.isnan(hi)
+        )
     return Interval(np.where(overflow, -np.inf, lo), np.where(overflow, np.inf, hi)).to_format(
         ctx.fmt
     )

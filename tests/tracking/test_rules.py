@@ -106,3 +106,18 @@ def test_integer_powers_and_pow_of_positive_bases() -> None:
     check(lambda x: x.pow(4), x)
     check(lambda x: x.pow(3), x)
     check(lambda x: x.abs().pow(0.7), x)
+
+
+def test_an_overflow_is_possible_once_rounded_partial_sums_may_reach_the_largest_number() -> None:
+    """S (1 + gamma) decides, not S: a float16 sum of magnitude 65400 over 6 terms may round
+    past 65504; a sum of zeros never overflows, even when gamma is infinite."""
+    from pytest_fpcheck.formats import FORMATS
+    from pytest_fpcheck.interval.core import gamma
+    from pytest_fpcheck.interval.linalg import may_overflow
+
+    half = FORMATS["float16"]
+    g = gamma(5, half.unit_roundoff)
+    magnitudes = np.array([65400.0, 60000.0, 0.0, np.inf])
+    assert may_overflow(magnitudes, g, half.max_finite).tolist() == [True, False, False, True]
+    assert not may_overflow(np.array([0.0]), np.inf, half.max_finite).any()
+    assert may_overflow(np.array([1.0]), np.inf, half.max_finite).all()

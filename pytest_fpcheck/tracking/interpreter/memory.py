@@ -31,6 +31,7 @@ from ...errors import StaleBoundsError, UnsupportedOperation
 from ...formats import Format
 from ...interval.bounds import Provenance, contains
 from ...interval.core import Interval, gamma
+from ...interval.linalg import may_overflow
 from ...interval.rounding import down, up
 from ..store import STORE
 
@@ -306,8 +307,7 @@ class LaunchMemory:
             spread = up(up(g * total) + float64_error + m * fmt.smallest_subnormal)
             lo = down(down(c_lo + acc.lo[where]) - spread)
             hi = up(up(c_hi + acc.hi[where]) + spread)
-            # a rounded partial sum is at most total (1 + g) in magnitude
-            overflow = ~(up(total * (1 + g)) < fmt.max_finite) | np.isnan(lo) | np.isnan(hi)
+            overflow = may_overflow(total, g, fmt.max_finite) | np.isnan(lo) | np.isnan(hi)
         enclosure = Interval(np.where(overflow, -np.inf, lo), np.where(overflow, np.inf, hi))
         rounded = enclosure.to_format(fmt)
         region.lo[where] = np.where(overflow, -np.inf, rounded.lo)

@@ -27,7 +27,7 @@ import numpy as np
 from ...formats import Format
 from ...interval import elementwise as ew
 from ...interval.core import Interval, gamma
-from ...interval.linalg import reduce_sum
+from ...interval.linalg import may_overflow, reduce_sum
 from ...interval.rounding import down, up
 from . import handles as h
 
@@ -94,9 +94,9 @@ def _prefix_bound(x: Interval, axis: int, fmt: Format) -> Interval:
         # is on the grid): the operands of the last addition, at most S (1 + gamma_{j-2}), decide
         before = np.maximum(counts - 2, 0) * u
         grow = np.where(before < 1, up(before / down(1 - before)), np.inf)
-        may_overflow = ~(up(magnitude * (1 + grow) * (1 + float64_error)) <= fmt.max_finite)
-        lo = np.where(np.isnan(lo_sum) | may_overflow, -np.inf, down(lo_sum - spread))
-        hi = np.where(np.isnan(hi_sum) | may_overflow, np.inf, up(hi_sum + spread))
+        overflow = may_overflow(up(magnitude * (1 + float64_error)), grow, fmt.max_finite)
+        lo = np.where(np.isnan(lo_sum) | overflow, -np.inf, down(lo_sum - spread))
+        hi = np.where(np.isnan(hi_sum) | overflow, np.inf, up(hi_sum + spread))
     return Interval(lo, hi)
 
 
