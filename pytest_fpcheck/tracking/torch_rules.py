@@ -39,6 +39,7 @@ from ..interval.core import Interval, gamma
 from ..interval.kernels import (
     float32_magnitudes,
     gelu_erf_bounds,
+    moments_rows,
     normalise_rows,
     softmax_bounds,
 )
@@ -726,46 +727,23 @@ def _prod(ctx: RuleContext) -> Interval:
 def _moments(
     ctx: RuleContext, a: Interval, axes: tuple[int, ...], correction: float
 ) -> tuple[Interval, Interval]:
-    """(mean, variance) enclosures over ``axes`` (keepdims), for any of the algorithms PyTorch
-    uses (two-pass, Welford): the exact values over the box by interval evaluation of the
-    two-pass formula in float64, widened for rounding by 2 gamma_{2n} sum(x^2) (Chan, Golub and
-    LeVeque 1983: the textbook algorithm's bound, which dominates Welford's and two-pass's) and
-    the mean by gamma_n sum|x| / n."""
-    c = ctx.compute
+    """(mean, variance) enclosures over ``axes`` (keepdims) in the compute format, for any of
+    the algorithms PyTorch uses (two-pass, Welford): :func:`.kernels.moments_rows` on the
+    elements laid out as rows."""
+    kept = [i for i in range(len(a.shape)) if i not in axes]
     n = int(np.prod([a.shape[i] for i in axes]))
-    total = reduce_sum(a, axes, True, _F64, lambda k: gamma(k - 1, c.unit_roundoff))
-    mean = ew.div(total, Interval.point(np.asarray(float(n))), _F64)
-    deviation = ew.sub(a, mean, _F64)
-    spread = ew.absolute(deviation)
-    square = ew.mul(spread, spread, _F64)
-    squares = reduce_sum(square, axes, True, _F64, lambda k: 0.0)
-    magnitude = a.magnitude()
-    energy = np.sum(magnitude * magnitude, axis=axes, keepdims=True)
-    squares = squares.widen(up(up(energy * (1 + 2**-40)) * 2 * gamma(2 * n + 2, c.unit_roundoff)))
-    squares = Interval(np.maximum(squares.lo, 0.0), squares.hi)
-    divisor = max(n - correction, 0.0)
-    variance = ew.div(squares, Interval.point(np.asarray(divisor)), _F64)
-    # (x - mean)^2 <= 4 max x^2: where the sum of that or of |x| may overflow the compute format
-    # once rounded (a rounded partial sum exceeds the exact one by at most a factor 1 + gamma),
-    # the kernel may produce inf or NaN
-    growth = 2 * gamma(2 * n + 2, c.unit_roundoff)
-    with np.errstate(over="ignore"):
-        overflow = may_overflow(4 * energy, growth, c.max_finite) | may_overflow(
-            np.sum(magnitude, axis=axes, keepdims=True), growth, c.max_finite
-        )
-    return _everything_where(mean, overflow).to_format(c), _everything_where(
-        variance, overflow
-    ).to_format(c)
+    rows = int(np.prod([a.shape[i] for i in kept]))
 
+    def as_rows(v: Array) -> Array:
+        return v.transpose(kept + list(axes)).reshape(rows, n)
 
-def _everything_where(interval: Interval, mask: Array) -> Interval:
-    """The whole line (may be NaN) where ``mask`` is set."""
-    if not mask.any():
-        return interval
-    shape = np.broadcast_shapes(interval.shape, mask.shape)
-    return Interval(
-        np.where(mask, -np.inf, np.broadcast_to(interval.lo, shape)),
-        np.where(mask, np.inf, np.broadcast_to(interval.hi, shape)),
+    mean_lo, mean_hi, var_lo, var_hi = moments_rows(
+        as_rows(a.lo), as_rows(a.hi), correction, ctx.compute
+    )
+    shape = tuple(1 if i in axes else s for i, s in enumerate(a.shape))
+    return (
+        Interval(mean_lo.reshape(shape), mean_hi.reshape(shape)),
+        Interval(var_lo.reshape(shape), var_hi.reshape(shape)),
     )
 
 
