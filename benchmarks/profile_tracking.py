@@ -34,8 +34,8 @@ def profile(model_name: str, dtype_name: str, repeats: int) -> None:
     stack: list[tuple[str, list[float]]] = []  # (label, [children's time]) of open calls
 
     def timed_handle(self, call, run):  # type: ignore[no-untyped-def]
-        label = " > ".join([*(name for name, _ in stack[-1:]), call.packet])
-        stack.append((call.packet, [0.0]))
+        label = " > ".join([*(name.split(" > ")[-1] for name, _ in stack[-1:]), call.packet])
+        stack.append((label, [0.0]))
         start = time.thread_time()
         try:
             return handle(self, call, run)
@@ -51,7 +51,7 @@ def profile(model_name: str, dtype_name: str, repeats: int) -> None:
         try:
             return record(self, ctx, *args)
         finally:
-            records[-1][ctx.call.packet] += time.thread_time() - start
+            records[-1][stack[-1][0]] += time.thread_time() - start
 
     track_module.Tracker.handle = timed_handle  # type: ignore[method-assign]
     track_module.Tracker._record = timed_record  # type: ignore[method-assign]

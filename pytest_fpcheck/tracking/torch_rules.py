@@ -372,6 +372,26 @@ def _mul(ctx: RuleContext) -> Interval:
     return ew.mul(ctx.operand(a), ctx.operand(b), ctx.fmt, operand_bits=ctx.operand_bits(a, b))
 
 
+@_rule("aten.native_dropout")
+def _native_dropout(ctx: RuleContext) -> tuple[Interval, None]:
+    """ATen's fused dropout: when training (``train`` True or None), x * mask * scale with the
+    drawn mask (its boolean output, exact) and scale = 1 / (1 - p) held in the compute format,
+    one rounding; otherwise a copy of x. (The decomposition of ``F.dropout`` reaches the
+    tracker as bernoulli, mul and div instead.)"""
+    x = ctx.arg(0, "input")
+    p, train = float(ctx.arg(1, "p")), ctx.arg(2, "train", None)
+    a = ctx.operand(x)
+    if train is False:
+        return a, None
+    kept = ctx.values(ctx.outputs[1]) != 0
+    masked = Interval(np.where(kept, a.lo, 0.0), np.where(kept, a.hi, 0.0))
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return (
+        ew.mul(masked, ctx.operand(scale, ctx.compute), ctx.fmt, operand_bits=ctx.operand_bits(x)),
+        None,
+    )
+
+
 @_rule("aten.div")
 def _div(ctx: RuleContext) -> Interval:
     quotient = ew.div(

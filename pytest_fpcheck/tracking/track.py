@@ -126,6 +126,11 @@ class Tracker(Interposer):
         if substitute is not None:
             with self.reentered():
                 return substitute(*call.args, **call.kwargs)
+        if lookup(call.name, call.packet) is None and _decomposable(call.func):
+            # a composite operation reaching the mode undecomposed (from inside another
+            # operation's decomposition): its parts, which have rules
+            with self.reentered():
+                return call.func.decompose(*call.args, **call.kwargs)
         inputs = _tensors(call.args) + _tensors(call.kwargs)
         mutable = call.func._schema.is_mutable
         stale_notes: list[str] = []
@@ -208,28 +213,62 @@ def _sdpa_math(
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ATen's math path of scaled dot-product attention, in tracked operations, with the
-    log-sum-exp of the scores that the fused CPU kernel also returns (untracked)."""
+    log-sum-exp of the scores that the fused CPU kernel also returns (untracked: it only feeds
+    autograd's backward pass, which tracking does not bound)."""
     # decompose(): run the composite kernel, whose operations then reach the tracker one by one
-    output, _ = torch.ops.aten._scaled_dot_product_attention_math.default.decompose(
+    output, weights = torch.ops.aten._scaled_dot_product_attention_math.default.decompose(
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale
     )
-    # the log-sum-exp output only feeds autograd's backward pass, which tracking does not
-    # bound: it is computed outside tracking and carries no bounds
     factor = scale if scale is not None else query.shape[-1] ** -0.5
     with internal(), torch.no_grad():
-        scores = (query.float() @ key.float().transpose(-2, -1)) * factor
-        if is_causal:
-            length, source = scores.shape[-2], scores.shape[-1]
-            keep = torch.ones(length, source, dtype=torch.bool, device=scores.device).tril()
-            scores = scores.masked_fill(~keep, float("-inf"))
-        if attn_mask is not None:
-            scores = (
-                scores.masked_fill(~attn_mask, float("-inf"))
-                if attn_mask.dtype == torch.bool
-                else scores + attn_mask
-            )
-        logsumexp = scores.logsumexp(-1)
+        # from the weights where they hold every one of float32's bits, and none was dropped
+        if dropout_p == 0.0 and weights.dtype in (torch.float32, torch.float64):
+            logsumexp = _logsumexp_from_weights(query, key, attn_mask, weights, factor)
+        else:
+            logsumexp = _logsumexp_of_scores(query, key, attn_mask, is_causal, factor)
     return output, logsumexp
+
+
+def _logsumexp_from_weights(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    weights: torch.Tensor,
+    factor: float,
+) -> torch.Tensor:
+    """log sum_j exp(s_ij) = s_ij - log p_ij for any j with p_ij = softmax(s_i)_j > 0: taken at
+    each row's largest weight (well conditioned: p >= 1 / n there), which costs one dot product
+    per row instead of the whole score matrix; -inf in rows whose weights are all 0."""
+    probabilities = weights.float()
+    top, where = probabilities.max(-1, keepdim=True)
+    keys = key.float().gather(-2, where.expand(*where.shape[:-1], key.shape[-1]))
+    scores = (query.float() * keys).sum(-1, keepdim=True) * factor
+    if attn_mask is not None and attn_mask.dtype != torch.bool:  # a boolean mask passes p > 0
+        scores = scores + torch.broadcast_to(attn_mask, probabilities.shape).gather(-1, where)
+    negative_infinity = torch.full_like(scores, float("-inf"))
+    return torch.where(top > 0, scores - top.log(), negative_infinity).squeeze(-1)
+
+
+def _logsumexp_of_scores(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    factor: float,
+) -> torch.Tensor:
+    """log sum_j exp(s_ij) from the whole (masked) score matrix, in float32."""
+    scores = (query.float() @ key.float().transpose(-2, -1)) * factor
+    if is_causal:
+        length, source = scores.shape[-2], scores.shape[-1]
+        keep = torch.ones(length, source, dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        scores = (
+            scores.masked_fill(~attn_mask, float("-inf"))
+            if attn_mask.dtype == torch.bool
+            else scores + attn_mask
+        )
+    return scores.logsumexp(-1)
 
 
 #: Fused kernels that tracking replaces by a composition of operations it has rules for. The
@@ -239,6 +278,14 @@ def _sdpa_math(
 SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_math,
 }
+
+
+def _decomposable(func: torch._ops.OpOverload) -> bool:
+    """Whether the operation has a composite kernel (PyTorch's decomposition into other
+    operations, run by ``OpOverload.decompose``)."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
+    )
 
 
 def _current_record(t: torch.Tensor, call: OpCall, notes: list[str]) -> Record | None:

@@ -121,3 +121,64 @@ def test_an_overflow_is_possible_once_rounded_partial_sums_may_reach_the_largest
     assert may_overflow(magnitudes, g, half.max_finite).tolist() == [True, False, False, True]
     assert not may_overflow(np.array([0.0]), np.inf, half.max_finite).any()
     assert may_overflow(np.array([1.0]), np.inf, half.max_finite).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"is_causal": True},
+        {"mask": "additive"},
+        {"mask": "blocking"},
+        {"scale": 0.3},
+        {"dropout_p": 0.5},
+    ],
+    ids=["plain", "causal", "additive-mask", "blocking-mask", "scale", "dropout"],
+)
+def test_fused_attention_log_sum_exp_output(dtype: torch.dtype, options: dict) -> None:
+    """The fused CPU attention kernel's second output, the scores' log-sum-exp, is untracked
+    but must still be the kernel's: tracking takes it from the attention weights (or, with
+    dropout or weights narrower than float32, from the scores)."""
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    q, k, v = torch.randn(2, 3, 6, 8), torch.randn(2, 3, 9, 8), torch.randn(2, 3, 9, 8)
+    q, k, v = (t.to(dtype) for t in (q, k, v))
+    options = dict(options)
+    mask = options.pop("mask", None)
+    if mask == "additive":
+        options["attn_mask"] = torch.randn(2, 1, 6, 9).to(dtype)
+    elif mask == "blocking":
+        blocked = torch.rand(6, 9) > 0.7
+        blocked[:, 0] = False  # no row entirely blocked
+        options["attn_mask"] = torch.zeros(6, 9).masked_fill(blocked, float("-inf")).to(dtype)
+    dropout_p = options.pop("dropout_p", 0.0)
+    is_causal = options.pop("is_causal", False)
+    reference = op(q, k, v, 0.0, is_causal, **options)[1]  # dropout leaves it as it is
+    with fp.track():
+        output, logsumexp = op(q, k, v, dropout_p, is_causal, **options)
+    assert fp.bounds_of(output).contains(output).all()
+    assert logsumexp.shape == reference.shape
+    assert logsumexp.dtype == reference.dtype
+    # float32 arithmetic either way; with float16/bfloat16 inputs the kernel rounds the
+    # scaled scores differently
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-4
+    torch.testing.assert_close(logsumexp, reference, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("train", [True, None, False])
+def test_native_dropout(dtype: torch.dtype, train: bool | None) -> None:
+    """ATen's fused dropout (reached from inside decompositions, e.g. attention's math path):
+    x * mask / (1 - p) when training, a copy otherwise."""
+    x = torch.randn(200).to(dtype)
+    with fp.track():
+        y = x * 1.1  # tracked, with bounds of its own
+        output, mask = torch.native_dropout(y, 0.3, train)
+    bounds = fp.bounds_of(output)
+    assert bounds.contains(output).all()
+    expected = y.double() * mask / 0.7 if train is not False else y.double()
+    assert bounds.contains(expected).all()
+    assert np.all(bounds.radius[~mask.numpy()] == 0)
+    if train is not False:
+        assert (~mask).any()
+        assert mask.any()
