@@ -138,3 +138,32 @@ def test_float32_hardware_conversion_path_equals_the_general_path_bit_for_bit() 
         fast = np.array([float32_directed(v, up_, strict) for v in values])
         expected = np.array([general(v) for v in values])
         assert (fast.view(np.int64) == expected.view(np.int64)).all(), (up_, strict)
+
+
+def _summary_reference(lo: np.ndarray, hi: np.ndarray) -> tuple[float, bool]:
+    """kernels.summary's rule, element by element in NumPy."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        width = np.where(lo == hi, 0.0, hi - lo)
+    width = np.where(np.isnan(width), np.inf, width)
+    widest = float(width.max(initial=0.0))
+    unbounded = bool((np.isneginf(lo) & np.isposinf(hi)).any())
+    return (widest / 2 if np.isfinite(widest) else np.inf), unbounded
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_summary_matches_its_rule_on_special_ends(seed: int) -> None:
+    """The vectorised summary (largest radius, some element the whole line) of ends with
+    infinities, equal infinite ends, signed zeros, subnormal and huge widths."""
+    from pytest_fpcheck.interval.kernels import summary
+
+    rng = np.random.default_rng(seed)
+    special = np.array([0.0, -0.0, 5e-324, -5e-324, 1.7e308, -1.7e308, np.inf, -np.inf, 1.0])
+    lo = np.where(rng.random(257) < 0.3, rng.choice(special, 257), rng.standard_normal(257))
+    hi = np.where(rng.random(257) < 0.3, rng.choice(special, 257), lo + rng.random(257))
+    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    if seed % 2:  # no element the whole line, so that the finite widths decide
+        hi = np.where(np.isneginf(lo) & np.isposinf(hi), lo, hi)
+    assert summary(lo, hi) == _summary_reference(lo, hi)
+    assert summary(lo[:0], hi[:0]) == (0.0, False)
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    assert summary(lo[finite], hi[finite]) == _summary_reference(lo[finite], hi[finite])

@@ -36,6 +36,8 @@ import numpy as np
 from ..formats import Format
 from .core import gamma
 from .rounding import (
+    _bits,
+    _from_bits,
     float32_directed,
     next_down,
     next_up,
@@ -464,18 +466,20 @@ def gelu_erf_bounds(
 
 @numba.njit(cache=True, error_model="numpy")
 def _summary(lo: np.ndarray, hi: np.ndarray) -> tuple[float, bool]:  # pragma: no cover
-    widest = 0.0
+    # branch-free, and the largest width kept as its bit pattern: widths are not negative, and
+    # the patterns of non-negative float64 numbers order as the numbers do, so the maximum is
+    # an integer one, which (unlike a float one) lets the loop be vectorised
+    widest = np.int64(0)
     unbounded = False
     for i in range(lo.size):
         a, b = lo[i], hi[i]
-        if a != b:
-            width = b - a
-            if width != width:
-                width = math.inf
-            widest = max(widest, width)
-            if a == -math.inf and b == math.inf:
-                unbounded = True
-    return widest, unbounded
+        width = b - a
+        width = 0.0 if a == b else width
+        width = math.inf if width != width else width
+        pattern = _bits(width)
+        widest = pattern if pattern > widest else widest
+        unbounded |= (a == -math.inf) & (b == math.inf)
+    return _from_bits(widest), unbounded
 
 
 def summary(lo: Array, hi: Array) -> tuple[float, bool]:
