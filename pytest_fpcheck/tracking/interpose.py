@@ -138,8 +138,15 @@ class OpCall:
 
     @property
     def packet(self) -> str:
-        """The overload packet's name, e.g. ``aten.add``."""
+        """The overload packet's name, e.g. ``aten.add`` (``aten.add_`` for the in-place
+        variant)."""
         return f"{self.func.namespace}.{self.func._opname}"
+
+    @property
+    def functional(self) -> str:
+        """The packet's name without the in-place suffix (``aten.add`` for ``aten.add_``):
+        what a rule shared by both variants compares with."""
+        return self.packet.removesuffix("_")
 
     @cached_property
     def source(self) -> tuple[str, int] | None:

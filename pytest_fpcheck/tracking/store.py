@@ -77,6 +77,19 @@ def _view(buffer: np.ndarray, t: torch.Tensor) -> np.ndarray:
     )
 
 
+def _covers_storage(t: torch.Tensor, length: int) -> bool:
+    """Whether ``t`` holds each element of its storage exactly once (a contiguous tensor, or
+    a permutation of one: a transposed result, say)."""
+    if t.storage_offset() != 0 or t.numel() != length:
+        return False
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride(), strict=True), key=lambda p: p[1]):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _buffer(array: np.ndarray, shape: tuple[int, ...], owned: bool) -> np.ndarray:
     """A flat float64 buffer holding ``array`` broadcast to ``shape``: ``array`` itself when the
     caller handed it over and it owns contiguous memory of that shape, else a copy (a rule's
@@ -177,6 +190,15 @@ class BoundsStore:
         if whole:
             flat_lo = _buffer(interval.lo, shape, owned)
             flat_hi = flat_lo if interval.is_point else _buffer(interval.hi, shape, owned)
+            record = Record(flat_lo, flat_hi, t._version, dtype_format(t.dtype))
+        elif _covers_storage(t, length):
+            # every element is written: fresh buffers in the storage's order, nothing kept
+            flat_lo = np.empty(length)
+            _view(flat_lo, t)[...] = interval.lo
+            flat_hi = flat_lo
+            if not interval.is_point:
+                flat_hi = np.empty(length)
+                _view(flat_hi, t)[...] = interval.hi
             record = Record(flat_lo, flat_hi, t._version, dtype_format(t.dtype))
         else:
             lo = np.broadcast_to(interval.lo, shape)

@@ -262,7 +262,7 @@ def _masked_fill(ctx: RuleContext) -> Interval:
 def _compare(ctx: RuleContext) -> Interval:
     """A comparison's result is exact where the intervals decide it, [0, 1] where not."""
     a, b = ctx.interval(ctx.args[0]), ctx.interval(ctx.args[1])
-    op = ctx.call.packet.split(".")[-1].rstrip("_")
+    op = ctx.call.functional.split(".")[-1]
     with np.errstate(invalid="ignore"):
         if op in ("gt", "lt"):
             x, y = (a, b) if op == "gt" else (b, a)
@@ -323,7 +323,7 @@ def _logical_not(ctx: RuleContext) -> Interval:
 @_rule("aten.logical_and", "aten.logical_or", "aten.bitwise_and", "aten.bitwise_or")
 def _logical(ctx: RuleContext) -> Interval:
     a, b = ctx.interval(ctx.args[0]), ctx.interval(ctx.args[1])
-    combine = np.minimum if ctx.call.packet.endswith("and") else np.maximum
+    combine = np.minimum if ctx.call.functional.endswith("and") else np.maximum
     return Interval(combine(a.lo, b.lo), combine(a.hi, b.hi))
 
 
@@ -357,11 +357,11 @@ def _scaled(ctx: RuleContext, x: Any, alpha: Any) -> Interval:
 @_rule("aten.add", "aten.sub", "aten.rsub")
 def _add(ctx: RuleContext) -> Interval:
     a, b = ctx.arg(0, "self"), ctx.arg(1, "other")
-    if ctx.call.packet == "aten.rsub":
+    if ctx.call.functional == "aten.rsub":
         a, b = b, a
     right = _scaled(ctx, b, ctx.kwargs.get("alpha", ctx.args[2] if len(ctx.args) > 2 else None))
     left = ctx.operand(a)
-    if ctx.call.packet == "aten.add":
+    if ctx.call.functional == "aten.add":
         return ew.add(left, right, ctx.fmt)
     return ew.sub(left, right, ctx.fmt)
 
@@ -783,7 +783,7 @@ def _var(ctx: RuleContext) -> Interval:
     axes = _dims(ctx.arg(1, "dim"), x.dim())
     keepdim = bool(ctx.kwargs.get("keepdim", False))
     _, variance = _moments(ctx, ctx.interval(x), axes, _correction(ctx))
-    if ctx.call.packet == "aten.std":
+    if ctx.call.functional == "aten.std":
         variance = ew.sqrt(variance, ctx.compute)
     if not keepdim:
         variance = variance.map(lambda v: np.squeeze(v, axis=axes))
@@ -937,7 +937,7 @@ def _softmax(ctx: RuleContext) -> Interval:
     factor = (1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u)) * (1 + u) * (1 + 2**-40)
     # one compiled pass per row (the exponentials in float64 as _shifted_exponentials does)
     lo, hi = softmax_bounds(
-        a.lo, a.hi, axis, kappa, absolute, factor, ctx.call.packet == "aten._safe_softmax", ctx.fmt
+        a.lo, a.hi, axis, kappa, absolute, factor, ctx.call.functional == "aten._safe_softmax", ctx.fmt
     )
     return Interval(lo, hi)
 
@@ -1099,7 +1099,7 @@ def _batch_norm(ctx: RuleContext) -> Any:
         ctx.arg(i, n)
         for i, n in enumerate(("input", "weight", "bias", "running_mean", "running_var"))
     )
-    no_training = ctx.call.packet == "aten._native_batch_norm_legit_no_training"
+    no_training = ctx.call.functional == "aten._native_batch_norm_legit_no_training"
     training = False if no_training else bool(ctx.arg(5, "training"))
     eps = float(ctx.arg(6 if no_training else 7, "eps"))
     if training:
@@ -1250,7 +1250,7 @@ def _addmm(ctx: RuleContext) -> Interval:
     shifted = _scale(ctx, ctx.operand(addend), beta)
     extra = 0 if (float(alpha) == 1 and float(beta) == 1) else 2
     factor, acc = _matmul_setup(ctx, k, 1 + extra)
-    if ctx.call.packet != "aten.addbmm":
+    if ctx.call.functional != "aten.addbmm":
         right = ctx.operand(m2)
         magnitudes = (
             _magnitude32(m1, left) if float(alpha) == 1 else None,

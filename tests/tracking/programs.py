@@ -47,7 +47,8 @@ UNARY = [
     "log1p",
     "rsqrt",
 ]
-BINARY = ["add", "sub", "mul", "div", "maximum", "where"]
+#: "iadd" and the like: the in-place variant (``x += y``) of the same operation
+BINARY = ["add", "sub", "mul", "div", "maximum", "where", "iadd", "isub", "imul", "idiv"]
 REDUCE = [
     "sum",
     "mean",
@@ -159,6 +160,10 @@ def run_torch(program: Program) -> torch.Tensor:
                 "sub": lambda a, b: a - b,
                 "mul": lambda a, b: a * b,
                 "div": lambda a, b: a / b,
+                "iadd": lambda a, b: a.clone().__iadd__(b),
+                "isub": lambda a, b: a.clone().__isub__(b),
+                "imul": lambda a, b: a.clone().__imul__(b),
+                "idiv": lambda a, b: a.clone().__itruediv__(b),
                 "maximum": torch.maximum,
                 "where": lambda a, b: torch.where(a > b, a, b * 0.5),
             }[op](x, y)
@@ -297,7 +302,7 @@ def _run_exact(program: Program) -> np.ndarray:
                         "mul": lambda a, b: a * b,
                         "div": _div,
                         "maximum": max,
-                    }[op],
+                    }[op.removeprefix("i")],
                     otypes=[object],
                 )(x, y)
         elif kind == "reduce":

@@ -182,3 +182,47 @@ def test_native_dropout(dtype: torch.dtype, train: bool | None) -> None:
     if train is not False:
         assert (~mask).any()
         assert mask.any()
+
+
+_IN_PLACE = {
+    "add": (lambda x, y: x.add_(y, alpha=2), lambda x, y: x.add(y, alpha=2)),
+    "iadd": (lambda x, y: x.__iadd__(y), lambda x, y: x + y),
+    "scalar iadd": (lambda x, y: x.__iadd__(1.0), lambda x, y: x + 1.0),
+    "sub": (lambda x, y: x.sub_(y), lambda x, y: x.sub(y)),
+    "mul": (lambda x, y: x.mul_(y), lambda x, y: x.mul(y)),
+    "div": (lambda x, y: x.div_(y + 5), lambda x, y: x.div(y + 5)),
+    "clamp": (lambda x, y: x.clamp_(-0.5, 0.5), lambda x, y: x.clamp(-0.5, 0.5)),
+    "exp": (lambda x, y: x.exp_(), lambda x, y: x.exp()),
+    "lt": (lambda x, y: x.lt_(y), lambda x, y: x.lt(y).to(x.dtype)),
+    "addmm": (lambda x, y: x.addmm_(y, y.t()[:, :4]), lambda x, y: x.addmm(y, y.t()[:, :4])),
+    "addbmm": (
+        lambda x, y: x.addbmm_(y.expand(3, 4, 4), y.expand(3, 4, 4)),
+        lambda x, y: x.addbmm(y.expand(3, 4, 4), y.expand(3, 4, 4)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_IN_PLACE))
+def test_in_place_variants_are_bounded_as_their_functional_ones(name: str) -> None:
+    """A rule serves an operation and its in-place variant (``aten.add_``): both must get the
+    same bounds (``x += y`` was once bounded as a subtraction)."""
+    in_place, functional = _IN_PLACE[name]
+    x, y = torch.randn(4, 4), torch.randn(4, 4)
+    with fp.track():
+        a = x * 1.5 + 0.25  # tracked operands with bounds of their own
+        b = y * 0.75 - 0.5
+        expected = functional(a, b)
+        result = in_place(a.clone(), b)
+    bounds, reference = fp.bounds_of(result), fp.bounds_of(expected)
+    assert bounds.contains(result).all()
+    assert (bounds.lo == reference.lo).all()
+    assert (bounds.hi == reference.hi).all()
+
+
+def test_in_place_update_of_a_slice() -> None:
+    x = torch.randn(6, 4)
+    with fp.track():
+        p = x * 1.5 + 0.25
+        p[1:3] += 1.0
+        p[:, 2] *= 3.0
+    assert fp.bounds_of(p).contains(p).all()

@@ -1,5 +1,6 @@
 """The side store drops the records of freed storages promptly (their buffers are then reused
-instead of paging in fresh memory), and never the records of live ones."""
+instead of paging in fresh memory), and never the records of live ones; results laid out as a
+permutation of their storage (a transposed tensor's) are recorded element for element."""
 
 from __future__ import annotations
 
@@ -26,3 +27,24 @@ def test_records_of_freed_storages_are_swept_after_enough_bytes_are_written() ->
             torch.rand(_PURGE_BYTES // 16 + 1024, dtype=torch.float64) / 3
     assert all(other is not record for other in STORE._records.values())
     assert fp.bounds_of(kept) is not None  # a live record stays
+
+
+def test_results_laid_out_as_a_permutation_of_their_storage() -> None:
+    """An element-wise result of a transposed view is a permuted, dense tensor: its record is
+    written in storage order, reads back element for element, and follows later partial
+    in-place writes."""
+    x = torch.randn(6, 4)
+    with fp.track():
+        tracked = x * 1.5 + 0.25  # bounds of its own
+        permuted = tracked.t() * 3.0  # strides (1, 4): a permutation of its storage
+        assert not permuted.is_contiguous()
+        reference = tracked.t().contiguous() * 3.0
+        bounds, expected = fp.bounds_of(permuted), fp.bounds_of(reference)
+        assert (bounds.lo == expected.lo).all()
+        assert (bounds.hi == expected.hi).all()
+        assert bounds.contains(permuted).all()
+        permuted[1:3] += 1.0  # a partial in-place update of the permuted storage
+        bounds = fp.bounds_of(permuted)
+        assert bounds.contains(permuted).all()
+        assert (bounds.lo[0] == expected.lo[0]).all()
+        assert (bounds.lo[1:3] > expected.lo[1:3]).all()
