@@ -20,10 +20,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_tracking import DTYPES, MODELS  # noqa: E402
+from bench_tracking import DTYPES, MODELS
 
-import pytest_fpcheck as fp  # noqa: E402
-from pytest_fpcheck.tracking import track as track_module  # noqa: E402
+import pytest_fpcheck as fp
+from pytest_fpcheck.tracking import track as track_module
 
 
 def profile(model_name: str, dtype_name: str, repeats: int) -> None:
@@ -73,9 +73,7 @@ def profile(model_name: str, dtype_name: str, repeats: int) -> None:
         track_module.Tracker.handle = handle  # type: ignore[method-assign]
         track_module.Tracker._record = record  # type: ignore[method-assign]
     packets = {p for r in runs for p in r}
-    rows = sorted(
-        ((statistics.median(r[p] for r in runs), p) for p in packets), reverse=True
-    )
+    rows = sorted(((statistics.median(r[p] for r in runs), p) for p in packets), reverse=True)
     print(f"{model_name} {dtype_name}: tracked run {statistics.median(totals) * 1e3:.1f} ms CPU")
     print(f"{'operation':<60} {'ms':>7} {'record ms':>10}")
     for seconds, packet in rows:

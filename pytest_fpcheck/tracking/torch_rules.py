@@ -937,7 +937,14 @@ def _softmax(ctx: RuleContext) -> Interval:
     factor = (1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u)) * (1 + u) * (1 + 2**-40)
     # one compiled pass per row (the exponentials in float64 as _shifted_exponentials does)
     lo, hi = softmax_bounds(
-        a.lo, a.hi, axis, kappa, absolute, factor, ctx.call.functional == "aten._safe_softmax", ctx.fmt
+        a.lo,
+        a.hi,
+        axis,
+        kappa,
+        absolute,
+        factor,
+        ctx.call.functional == "aten._safe_softmax",
+        ctx.fmt,
     )
     return Interval(lo, hi)
 
