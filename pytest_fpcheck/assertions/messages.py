@@ -11,6 +11,14 @@
     notes: ...
     plain allclose (rtol=..., atol=...): <what it would have said>
 
+A failed dual-delta test (:func:`dual_delta_message`) has the same headline form, then the
+result's summary table:
+
+    fpcheck dual-delta <'custom_less_accurate'>, <'custom_less_stable'>: custom C is
+    significantly less accurate and less stable than reference R (alpha = A).
+
+    <DualDeltaResult.summary()>
+
 ``msg`` (a string or a callable that wraps the generated text) is applied by :func:`with_user_message`.
 """
 
@@ -22,9 +30,17 @@ from typing import TYPE_CHECKING
 from ..errors import InvalidArgument
 
 if TYPE_CHECKING:
+    from ..dualdelta.result import DualDeltaResult
     from .verdict import Allclose, Offender, Verdict
 
-__all__ = ["allclose_line", "count_line", "offender_line", "verdict_message", "with_user_message"]
+__all__ = [
+    "allclose_line",
+    "count_line",
+    "dual_delta_message",
+    "offender_line",
+    "verdict_message",
+    "with_user_message",
+]
 
 _HEADLINES = {
     "exact": "exact: actual equals expected element for element",
@@ -126,6 +142,21 @@ def verdict_message(verdict: Verdict) -> str:
         lines.append(f"note: {note}")
     lines.append(allclose_line(verdict.allclose))
     return "\n".join(lines)
+
+
+#: the dual-delta verdicts that fail a test, and what they say of the custom implementation
+_WORSE = {"custom_less_accurate": "less accurate", "custom_less_stable": "less stable"}
+
+
+def dual_delta_message(result: DualDeltaResult) -> str:
+    """The text of a failed dual-delta test (see the module docstring for the layout)."""
+    failing = [v for v in (result.accuracy, result.stability) if v in _WORSE]
+    headline = (
+        f"fpcheck dual-delta {', '.join(repr(v) for v in failing)}: custom {result.custom} is "
+        f"significantly {' and '.join(_WORSE[v] for v in failing)} than reference "
+        f"{result.reference} (alpha = {result.alpha:g})."
+    )
+    return f"{headline}\n\n{result.summary()}"
 
 
 def with_user_message(text: str, msg: str | Callable[[str], str] | None) -> str:

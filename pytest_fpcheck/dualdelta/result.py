@@ -123,18 +123,11 @@ class DualDeltaResult:
         return "\n".join(lines)
 
     def failure_message(self) -> str:
-        """The message of :class:`~pytest_fpcheck.errors.DualDeltaFailure`: what is worse, at
-        which level, then the summary table."""
-        worse = []
-        if self.accuracy == "custom_less_accurate":
-            worse.append("less accurate")
-        if self.stability == "custom_less_stable":
-            worse.append("less stable")
-        headline = (
-            f"custom {self.custom} is significantly {' and '.join(worse)} than reference "
-            f"{self.reference} (alpha = {self.alpha:g})"
-        )
-        return f"{headline}\n\n{self.summary()}"
+        """The message of :class:`~pytest_fpcheck.errors.DualDeltaFailure`
+        (:func:`~pytest_fpcheck.assertions.messages.dual_delta_message`)."""
+        from ..assertions.messages import dual_delta_message
+
+        return dual_delta_message(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-serialisable values (non-finite numbers as None)."""

@@ -61,8 +61,9 @@ def test_assertion_failure_carries_the_summary_and_the_result() -> None:
         assert_dual_delta(sequential_sum, pairwise_sum, inputs=normals, n=1000)
     result = caught.value.result
     assert str(caught.value) == (
-        "custom sequential_sum is significantly less accurate and less stable than reference "
-        f"pairwise_sum (alpha = 0.01)\n\n{result.summary()}"
+        "fpcheck dual-delta 'custom_less_accurate', 'custom_less_stable': custom sequential_sum "
+        "is significantly less accurate and less stable than reference pairwise_sum "
+        f"(alpha = 0.01).\n\n{result.summary()}"
     )
 
 
