@@ -1027,6 +1027,13 @@ def _interval_sum(
 
 
 @numba.njit(cache=True, inline="always")
+def _underflow(tiny_scaled: float, factor: float) -> float:  # pragma: no cover - compiled
+    """max(tiny factor, 2**-1022) from tiny 2**1000 (exact scalings by powers of two: no
+    subnormal operand or result, whose arithmetic costs microcode assists)."""
+    return max(tiny_scaled * factor, 2.0**-22) * 2.0**-1000
+
+
+@numba.njit(cache=True, inline="always")
 def _normalise_rows_loop(
     x_lo: np.ndarray,
     x_hi: np.ndarray,
@@ -1038,7 +1045,7 @@ def _normalise_rows_loop(
     w_hi: np.ndarray,
     b_lo: np.ndarray,
     b_hi: np.ndarray,
-    c: tuple[float, float, float, float, float],
+    c: tuple[float, float, float, float],
     has_weight: bool,
     has_bias: bool,
     fa: tuple[bool, int, float, int, float, bool],
@@ -1046,7 +1053,7 @@ def _normalise_rows_loop(
     out_lo: np.ndarray,
     out_hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    u, tiny, k_scaled, k_bias, tiny_fast = c
+    u, tiny_scaled, k_scaled, k_bias = c
     rows, n = x_lo.shape
     for row in range(rows):
         m_lo, m_hi, s_lo, s_hi = mean_lo[row], mean_hi[row], rstd_lo[row], rstd_hi[row]
@@ -1061,18 +1068,20 @@ def _normalise_rows_loop(
                 d_lo, d_hi = a_lo - m_hi, a_hi - m_lo
                 low = min(d_lo * s_lo, d_lo * s_hi)
                 high = max(d_hi * s_lo, d_hi * s_hi)
-                scale = s_hi
+                w_mag = 1.0
                 if has_weight:
                     wl, wh = w_lo[j], w_hi[j]
                     p1, p2, p3, p4 = low * wl, low * wh, high * wl, high * wh
                     low = min(min(p1, p2), min(p3, p4))
                     high = max(max(p1, p2), max(p3, p4))
-                    scale = s_hi * max(abs(wl), abs(wh))
-                allowance = k_scaled * (max(abs(a_lo), abs(a_hi)) + m_mag) * scale
+                    w_mag = max(abs(wl), abs(wh))
+                a_mag = max(abs(a_lo), abs(a_hi))
+                allowance = k_scaled * (a_mag + m_mag) * s_hi * w_mag
                 if has_bias:
                     low, high = low + b_lo[j], high + b_hi[j]
                     allowance = allowance + k_bias * max(abs(b_lo[j]), abs(b_hi[j]))
-                allowance = next_up(allowance * (1.0 + 2.0**-40) + tiny_fast)
+                absolute = _underflow(tiny_scaled, 1.0 + a_mag + m_mag + w_mag)
+                allowance = next_up((allowance + absolute) * (1.0 + 2.0**-40))
                 finite &= allowance < math.inf and abs(low) < math.inf and abs(high) < math.inf
                 out_lo[row, j], out_hi[row, j] = low - allowance, high + allowance
             if finite:
@@ -1086,17 +1095,19 @@ def _normalise_rows_loop(
             low, high, whole = _interval_sum(a_lo, a_hi, -m_hi, -m_lo)
             low, high, undefined = _interval_product(low, high, s_lo, s_hi)
             whole = whole or undefined
-            scale = s_mag
+            w_mag = 1.0
             if has_weight:
                 low, high, undefined = _interval_product(low, high, w_lo[j], w_hi[j])
                 whole = whole or undefined
-                scale = s_mag * max(abs(w_lo[j]), abs(w_hi[j]))
-            allowance = 6.0 * u * (max(abs(a_lo), abs(a_hi)) + m_mag) * scale
+                w_mag = max(abs(w_lo[j]), abs(w_hi[j]))
+            a_mag = max(abs(a_lo), abs(a_hi))
+            allowance = 6.0 * u * (a_mag + m_mag) * s_mag * w_mag
             if has_bias:
                 low, high, undefined = _interval_sum(low, high, b_lo[j], b_hi[j])
                 whole = whole or undefined
                 allowance = allowance + 2.0 * u * max(abs(b_lo[j]), abs(b_hi[j]))
-            allowance = next_up(allowance * (1.0 + 2.0**-40) + tiny)
+            absolute = _underflow(tiny_scaled, 1.0 + a_mag + m_mag + w_mag)
+            allowance = next_up((allowance + absolute) * (1.0 + 2.0**-40))
             if whole:
                 out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
             else:
@@ -1121,7 +1132,7 @@ def _normalise_rows(has_weight: bool, has_bias: bool, fast32: bool) -> Callable[
         w_hi: np.ndarray,
         b_lo: np.ndarray,
         b_hi: np.ndarray,
-        c: tuple[float, float, float, float, float],
+        c: tuple[float, float, float, float],
         fa: tuple[bool, int, float, int, float, bool],
         out_lo: np.ndarray,
         out_hi: np.ndarray,
@@ -1163,16 +1174,20 @@ def normalise_rows(
     """``torch_rules._affine_normalise`` for rows: x (ends as a pair) seen as rows of ``n``
     elements in C order, mean and rstd one interval per row, weight and bias one per column: in
     float64 interval arithmetic ((x - mean) rstd) w + b, each step as :func:`add_bounds` /
-    :func:`mul_bounds`, widened by next_up((6 u (|x| + |mean|) |rstd| |w| + 2 u |b|)
-    (1 + 2**-40) + tiny), stepped outward and rounded onto ``fmt``; the whole line once any step
-    may be NaN.
+    :func:`mul_bounds`, widened by next_up((6 u (|x| + |mean|) |rstd| |w| + 2 u |b|
+    + tiny (1 + |x| + |mean| + |w|)) (1 + 2**-40)), stepped outward and rounded onto ``fmt``;
+    the whole line once any step may be NaN. The last term is underflow: an underflowing
+    product errs by half a subnormal absolutely, and ATen's evaluation orders multiply such an
+    error by |w|, |x| or |mean| afterwards (tiny is a few subnormals of the compute format; the
+    term is evaluated scaled by 2**1000 and taken at least 2**-1022, which keeps the arithmetic
+    normal).
 
     Where the row's mean and rstd are finite, rstd positive, and every quantity of an element
     finite, the element takes a faster path: the same expression with each float64 operation
     rounded to nearest (no step), the four roundings (at most 2**-53 (|x| + |mean|) |rstd| |w|
     each, and 2**-53 |b| for the bias' sum) covered by an allowance grown to
-    (6 u + 5 2**-53) (|x| + |mean|) |rstd| |w| + (2 u + 2**-52) |b|, and tiny grown by 2**-1074
-    for the products' underflow (2**-1075 each)."""
+    (6 u + 5 2**-53) (|x| + |mean|) |rstd| |w| + (2 u + 2**-52) |b|; its products' underflow,
+    2**-1075 (1 + |w|), is far inside the tiny term."""
     shape = x[0].shape
 
     def as_flat(v: Array) -> np.ndarray:
@@ -1196,10 +1211,9 @@ def normalise_rows(
             b_hi,
             (
                 unit_roundoff,
-                tiny,
+                tiny * 2.0**1000,
                 6 * unit_roundoff + 5 * 2.0**-53,
                 2 * unit_roundoff + 2.0**-52,
-                math.nextafter(tiny + 2.0**-1074, math.inf),
             ),
             format_args(fmt),
             out_lo.reshape(-1, n),

@@ -1008,8 +1008,11 @@ def _affine_normalise(
     bias: Interval | None,
 ) -> Interval:
     """The exact range of (x - mean) * rstd * w + b over the boxes, in float64, plus an
-    allowance of 6 u (|x| + |mean|) |rstd w| + 2 u |b| (+ tiny) that covers both evaluation
-    orders ATen uses: ((x - mean) * rstd) * w + b, and x * (rstd w) + (b - mean rstd w)."""
+    allowance of 6 u (|x| + |mean|) |rstd w| + 2 u |b| that covers both evaluation orders ATen
+    uses: ((x - mean) * rstd) * w + b, and x * (rstd w) + (b - mean rstd w); and
+    tiny (1 + |x| + |mean| + |w|), tiny = 8 subnormals of the compute format, for underflow: an
+    underflowing product errs by half a subnormal, which either order may then multiply by
+    |w|, |x| or |mean|."""
     c = ctx.compute
     centred = ew.sub(a, mean, _F64)
     scaled = ew.mul(centred, rstd, _F64)
@@ -1017,11 +1020,13 @@ def _affine_normalise(
         scaled = ew.mul(scaled, weight, _F64)
     if bias is not None:
         scaled = ew.add(scaled, bias, _F64)
-    scale = rstd.magnitude() * (weight.magnitude() if weight is not None else 1.0)
-    allowance = 6 * c.unit_roundoff * (a.magnitude() + mean.magnitude()) * scale
+    w_mag = weight.magnitude() if weight is not None else 1.0
+    x_mag, mean_mag = a.magnitude(), mean.magnitude()
+    allowance = 6 * c.unit_roundoff * (x_mag + mean_mag) * rstd.magnitude() * w_mag
     if bias is not None:
         allowance = allowance + 2 * c.unit_roundoff * bias.magnitude()
-    allowance = up(allowance * (1 + 2**-40) + 8 * c.smallest_subnormal)
+    absolute = 8 * c.smallest_subnormal * (1 + x_mag + mean_mag + w_mag)
+    allowance = up((allowance + absolute) * (1 + 2**-40))
     return scaled.widen(allowance).to_format(ctx.fmt)
 
 

@@ -257,3 +257,29 @@ def test_moments_contain_torch_on_long_cancelling_rows(n: int) -> None:
         outputs = torch.native_layer_norm(torch.from_numpy(values), (n,), None, None, 1e-5)
     for output in outputs:
         assert fp.bounds_of(output).contains(output.double().numpy()).all()
+
+
+@pytest.mark.parametrize("exact_path", [False, True])
+def test_normalise_covers_products_that_underflow_before_a_large_weight(exact_path: bool) -> None:
+    """float64: (x - mean) rstd is subnormal (its rounding errs by 2**-1075 absolutely, not
+    relatively), and a weight of 1e300 carries that error to 1e-24, far above the relative
+    allowance; the fast path once excluded the exact value here."""
+    f64 = FORMATS["float64"]
+    x = np.array([[3.0e-300, 7.77e-301, -5.5e-300, 1.234567e-299]])
+    weight = np.array([9.87654321e299, 3.3e299, 1.11e300, 7.0e299])
+    x_lo, x_hi, w = x, x, weight
+    if exact_path:  # a whole-line element sends the row down the exact path
+        x_lo = np.append(x, [[-math.inf]], axis=1)
+        x_hi = np.append(x, [[math.inf]], axis=1)
+        w = np.append(weight, 1.0)
+    rstd = (np.array([1.2345e-10]), np.array([1.2345e-10]))
+    mean = (np.zeros(1), np.zeros(1))
+    n = x_lo.shape[1]
+    lo, hi = normalise_rows(
+        (x_lo, x_hi), n, mean, rstd, (w, w), None, 2.0**-53, 8 * 2.0**-1074, f64
+    )
+    with mpmath.workprec(300):
+        for j in range(4):
+            exact = mpmath.mpf(x[0, j]) * mpmath.mpf(rstd[0][0]) * mpmath.mpf(weight[j])
+            assert lo[0, j] <= exact <= hi[0, j]
+            assert hi[0, j] - lo[0, j] < 1e-12 * abs(exact)  # and still tight
