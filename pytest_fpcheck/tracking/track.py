@@ -35,6 +35,7 @@ from .interpose import Interposer, OpCall
 from .interpreter import scope as kernels
 from .policy import SumBound
 from .store import STORE, Record
+from .substitutes import SUBSTITUTES
 
 __all__ = ["MODES", "Tracker", "bounds_of", "hull", "roundoff_bounds", "track"]
 
@@ -200,84 +201,6 @@ class Tracker(Interposer):
             radius = record.max_radius if covered else summary(interval.lo, interval.hi)[0]
             own = max(radius - inherited_radius, 0.0)
             record.provenance = provenance.merge(site=ctx.call.site, widening=own)
-
-
-def _sdpa_math(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    attn_mask: torch.Tensor | None = None,
-    *,
-    scale: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """ATen's math path of scaled dot-product attention, in tracked operations, with the
-    log-sum-exp of the scores that the fused CPU kernel also returns (untracked: it only feeds
-    autograd's backward pass, which tracking does not bound)."""
-    # decompose(): run the composite kernel, whose operations then reach the tracker one by one
-    output, weights = torch.ops.aten._scaled_dot_product_attention_math.default.decompose(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale
-    )
-    factor = scale if scale is not None else query.shape[-1] ** -0.5
-    with internal(), torch.no_grad():
-        # from the weights where they hold every one of float32's bits, and none was dropped
-        if dropout_p == 0.0 and weights.dtype in (torch.float32, torch.float64):
-            logsumexp = _logsumexp_from_weights(query, key, attn_mask, weights, factor)
-        else:
-            logsumexp = _logsumexp_of_scores(query, key, attn_mask, is_causal, factor)
-    return output, logsumexp
-
-
-def _logsumexp_from_weights(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    attn_mask: torch.Tensor | None,
-    weights: torch.Tensor,
-    factor: float,
-) -> torch.Tensor:
-    """log sum_j exp(s_ij) = s_ij - log p_ij for any j with p_ij = softmax(s_i)_j > 0: taken at
-    each row's largest weight (well conditioned: p >= 1 / n there), which costs one dot product
-    per row instead of the whole score matrix; -inf in rows whose weights are all 0."""
-    probabilities = weights.float()
-    top, where = probabilities.max(-1, keepdim=True)
-    keys = key.float().gather(-2, where.expand(*where.shape[:-1], key.shape[-1]))
-    scores = (query.float() * keys).sum(-1, keepdim=True) * factor
-    if attn_mask is not None and attn_mask.dtype != torch.bool:  # a boolean mask passes p > 0
-        scores = scores + torch.broadcast_to(attn_mask, probabilities.shape).gather(-1, where)
-    negative_infinity = torch.full_like(scores, float("-inf"))
-    return torch.where(top > 0, scores - top.log(), negative_infinity).squeeze(-1)
-
-
-def _logsumexp_of_scores(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    attn_mask: torch.Tensor | None,
-    is_causal: bool,
-    factor: float,
-) -> torch.Tensor:
-    """log sum_j exp(s_ij) from the whole (masked) score matrix, in float32."""
-    scores = (query.float() @ key.float().transpose(-2, -1)) * factor
-    if is_causal:
-        length, source = scores.shape[-2], scores.shape[-1]
-        keep = torch.ones(length, source, dtype=torch.bool, device=scores.device).tril()
-        scores = scores.masked_fill(~keep, float("-inf"))
-    if attn_mask is not None:
-        scores = (
-            scores.masked_fill(~attn_mask, float("-inf"))
-            if attn_mask.dtype == torch.bool
-            else scores + attn_mask
-        )
-    return scores.logsumexp(-1)
-
-
-#: Fused kernels that tracking replaces by a composition of operations it has rules for. The
-#: fused CPU attention kernels (flash) run as ATen's math path under fp.track(): the value may
-#: then differ from an untracked run's by round-off (API: "scaled_dot_product_attention (math
-#: path)").
-SUBSTITUTES: dict[str, Callable[..., Any]] = {
-    "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_math,
-}
 
 
 def _decomposable(func: torch._ops.OpOverload) -> bool:

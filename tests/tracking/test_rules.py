@@ -226,3 +226,17 @@ def test_in_place_update_of_a_slice() -> None:
         p[1:3] += 1.0
         p[:, 2] *= 3.0
     assert fp.bounds_of(p).contains(p).all()
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.float64])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_mse_loss_keeps_the_kernels_values(dtype: torch.dtype, reduction: str) -> None:
+    """``mse_loss`` runs as its kernel's steps under tracking: the same values bit for bit as
+    the kernel itself, with bounds that hold them and the exact loss."""
+    prediction, target = torch.randn(9, 70).to(dtype) * 3, torch.randn(9, 70).to(dtype)
+    untracked = F.mse_loss(prediction, target, reduction=reduction)
+    bounds = check(lambda p, t: F.mse_loss(p, t, reduction=reduction), prediction, target)
+    with fp.track():
+        tracked = F.mse_loss(prediction, target, reduction=reduction)
+    assert torch.equal(tracked, untracked)
+    assert bounds.shape == tuple(untracked.shape)
