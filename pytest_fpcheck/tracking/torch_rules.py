@@ -219,6 +219,8 @@ for _name in (
     "aten.ceil",
     "aten.trunc",
     "aten.round",
+    "aten.sign",
+    "aten.sgn",
     "aten.alias_copy",
     "aten.lift_fresh_copy",
     "aten.max_pool2d_with_indices",

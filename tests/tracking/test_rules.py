@@ -240,3 +240,20 @@ def test_mse_loss_keeps_the_kernels_values(dtype: torch.dtype, reduction: str) -
         tracked = F.mse_loss(prediction, target, reduction=reduction)
     assert torch.equal(tracked, untracked)
     assert bounds.shape == tuple(untracked.shape)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sign_is_exact_where_decided(dtype: torch.dtype) -> None:
+    """sign is non-decreasing: its ends are the signs of the ends, exact where an interval
+    keeps to one side of zero, [-1, 1] where it straddles zero."""
+    x = torch.tensor([-2.0, 3.0, 0.5]).to(dtype)
+    with fp.track():
+        t = x * 1.1  # intervals around t, away from zero
+        z = t - t  # computed as 0; its interval straddles zero (t - t over a box)
+        signs, zero_signs = torch.sign(t), torch.sign(z)
+    decided, undecided = fp.bounds_of(signs), fp.bounds_of(zero_signs)
+    assert (decided.lo == [-1.0, 1.0, 1.0]).all()
+    assert (decided.hi == decided.lo).all()
+    assert (undecided.lo == -1.0).all()
+    assert (undecided.hi == 1.0).all()
+    assert undecided.contains(zero_signs).all()
