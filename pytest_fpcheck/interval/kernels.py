@@ -990,9 +990,10 @@ def moments_rows(
     )
     ends = [np.empty(rows) for _ in range(4)]
     if rows:
+        rows_lo = np.ascontiguousarray(lo, dtype=np.float64)
         _moments_rows(fmt.name == "float32")(
-            np.ascontiguousarray(lo, dtype=np.float64),
-            np.ascontiguousarray(hi, dtype=np.float64),
+            rows_lo,
+            rows_lo if hi is lo else np.ascontiguousarray(hi, dtype=np.float64),
             constants,
             format_args(fmt),
             *ends,

@@ -84,12 +84,12 @@ def _logsumexp_of_scores(
     return scores.logsumexp(-1)
 
 
-def _mse_loss(input: torch.Tensor, target: torch.Tensor, reduction: int = 1) -> torch.Tensor:
-    """ATen's CPU ``mse_loss`` kernel: (input - target) squared element by element, each step
+def _mse_loss(prediction: torch.Tensor, target: torch.Tensor, reduction: int = 1) -> torch.Tensor:
+    """ATen's CPU ``mse_loss`` kernel: (prediction - target) squared element by element, each step
     rounded to the tensors' format, then the reduction (0 none, 1 mean, 2 sum) as
     ``apply_loss_reduction`` takes it; the same values, bit for bit
     (``tests/tracking/test_rules.py``)."""
-    loss = (input - target) ** 2
+    loss = (prediction - target) ** 2
     if reduction == 1:
         return loss.mean()
     if reduction == 2:

@@ -759,9 +759,9 @@ def _moments(
     def as_rows(v: Array) -> Array:
         return v.transpose(kept + list(axes)).reshape(rows, n)
 
-    mean_lo, mean_hi, var_lo, var_hi = moments_rows(
-        as_rows(a.lo), as_rows(a.hi), correction, ctx.compute
-    )
+    lo = as_rows(a.lo)
+    hi = lo if a.is_point else as_rows(a.hi)
+    mean_lo, mean_hi, var_lo, var_hi = moments_rows(lo, hi, correction, ctx.compute)
     shape = tuple(1 if i in axes else s for i, s in enumerate(a.shape))
     return (
         Interval(mean_lo.reshape(shape), mean_hi.reshape(shape)),

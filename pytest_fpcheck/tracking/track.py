@@ -127,7 +127,8 @@ class Tracker(Interposer):
         if substitute is not None:
             with self.reentered():
                 return substitute(*call.args, **call.kwargs)
-        if lookup(call.name, call.packet) is None and _decomposable(call.func):
+        rule = lookup(call.name, call.packet)
+        if rule is None and _decomposable(call.func):
             # a composite operation reaching the mode undecomposed (from inside another
             # operation's decomposition): its parts, which have rules
             with self.reentered():
@@ -147,7 +148,6 @@ class Tracker(Interposer):
             return out
         if not mutable and _storage_ids(outputs) <= _storage_ids(inputs):
             return out  # a view: its bounds already live beside the storage
-        rule = lookup(call.name, call.packet)
         tracked = any(r is not None for _, r in records)
         floating_in = any(dtype_format(t.dtype) is not None for t in inputs)
         if rule is None:

@@ -194,10 +194,10 @@ def test_normalise_fast_path_is_as_tight_as_the_exact_path() -> None:
     hi = lo + np.abs(lo) * 2.0**-20
     mean = (np.full(rows, -0.01), np.full(rows, 0.01))
     rstd = (np.full(rows, 0.9), np.full(rows, 0.9 * (1 + 2.0**-20)))
-    weight = (rng.standard_normal(n + 1), None)
-    weight = (weight[0], weight[0] + 2.0**-30)
-    bias = (rng.standard_normal(n + 1), None)
-    bias = (bias[0], bias[0])
+    w = rng.standard_normal(n + 1)
+    weight = (w, w + 2.0**-30)
+    b = rng.standard_normal(n + 1)
+    bias = (b, b)
     fast = normalise_rows(
         (lo, hi),
         n,
