@@ -6,7 +6,7 @@ subnormals keep, flush, flush-inputs, flush-outputs; for each (input, result) fo
 A configuration passes when every feature is recovered exactly, except those no input can reach
 (subnormal results of float16 products in float32; float8_e4m3fn with flushed inputs), which must
 be reported unknown, within 200 calls, and with the revealed tree's fan-out width + 1: the check
-of tests/diagnostics/probe_grid.py, which the CI slice uses too.
+of tests/diagnostics/probe/probe_grid.py, which the CI slice uses too.
 
     python benchmarks/bench_probe.py              # the whole grid (about 3000 probes)
     python benchmarks/bench_probe.py --sample 300 # a seeded sample
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "diagnostics"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "diagnostics" / "probe"))
 
 from probe_grid import (
     PAIRS,

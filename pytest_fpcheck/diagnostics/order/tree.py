@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidArgument
-from ..formats import Format, format_of, numpy_dtype, round_to
-from ._order_inputs import random_inputs, same_float, to_float
-from ._order_replay import LevelPlan, level_plan, replay_rows
+from ...errors import InvalidArgument
+from ...formats import Format, format_of, numpy_dtype, round_to
+from .inputs import random_inputs, same_float, to_float
+from .replay import LevelPlan, level_plan, replay_rows
+from .text import render
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -445,8 +446,6 @@ class SummationTree:
         """An indented, readable description of the subtree at ``node`` (default: the root).
         Repeating structure is summarised (``64 lanes combined pairwise; each lane: sequential,
         16 terms, stride 8``); at most ``max_lines`` lines are printed."""
-        from ._order_text import render
-
         start = self.root if node is None else self._check_node(node)
         if not isinstance(max_lines, int) or isinstance(max_lines, bool) or max_lines < 1:
             raise InvalidArgument("max_lines", max_lines, "an int >= 1")

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..formats import Format, numpy_dtype
-from ._order_errors import OrderRevealError
-from ._order_inputs import random_inputs, to_float
-from ._order_query import Querier
-from ._order_tree import SummationTree
+from ...formats import Format, numpy_dtype
+from .errors import OrderRevealError
+from .inputs import random_inputs, to_float
+from .query import Querier
+from .tree import SummationTree
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

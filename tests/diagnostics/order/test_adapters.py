@@ -22,7 +22,7 @@ from pytest_fpcheck.diagnostics.order import (
 )
 from pytest_fpcheck.errors import InvalidArgument
 
-from .test_order_trees import sequential
+from .test_trees import sequential
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])

@@ -20,9 +20,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..adapters import as_float64, storage_format
-from ..assertions.verdict import default_tolerances
-from ..errors import InvalidArgument
+from ...adapters import as_float64, storage_format
+from ...assertions.verdict import default_tolerances
+from ...errors import InvalidArgument
 
 __all__ = ["Check", "Comparison", "failure_check", "parse_tolerance"]
 

@@ -1,132 +1,28 @@
-"""``fp.isolate``: the operation sites whose precision causes an inconsistency (CIEL: Miao, Laguna,
-Rubio-González, "Expression Isolation of Compiler-Induced Numerical Inconsistencies in
-Heterogeneous Code").
-
-When a low-precision program disagrees with its reference, CIEL raises the precision of code
-regions in a hierarchical bisection until the smallest set of regions whose enhancement makes
-the program agree is left (section 3.2). Here the program is ``fn(*args)``, a region is a set
-of operation *sites* (:mod:`._isolate_sites`: ``nn.Module`` path, operation, Python call and
-source line), and enhancement runs a site in float64 with its result cast back to the program's
-dtype (:mod:`._isolate_enhance`, section 3.3).
-
-The steps (:mod:`._isolate_search`): a plain run, which records the sites (if it agrees there
-is nothing to isolate); the whole program enhanced (if that still disagrees, the cause is not
-precision: a bug, reported as such); bisection over the sites in program order, splitting at
-module boundaries before statement boundaries before operations, which finds sites that only
-resolve the inconsistency together one after the other; and a 1-minimality check. The result
-says which sites, what each configuration left, and :meth:`Isolation.enhanced` runs a function
-with just those sites enhanced, to confirm the fix.
-
-Every run starts from the same state of torch's random number generators, so a program that
-draws random numbers is run on the same draws each time; anything else ``fn`` depends on must
-not change between calls.
-
-For the pytest plugin (``--fpcheck-isolate``): :func:`isolate_test_call` isolates the sites that
-make a failing test fail, :func:`isolation_note` is the text appended to its failure message,
-and :func:`failing_dual_delta` turns a dual-delta re-run into a call that fails like the test.
+"""Running :func:`~pytest_fpcheck.isolate` (CIEL section 3.2): the plain run that records the
+sites, the configurations the search (:mod:`.search`) asks for, each run from the same state of
+torch's random number generators and judged by a comparison (:mod:`.compare`), and the
+:class:`~.result.Isolation` they add up to. :func:`isolate_test_call` and
+:func:`failing_dual_delta` serve the pytest plugin's ``--fpcheck-isolate``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..errors import DualDeltaFailure, InvalidArgument
-from ._isolate_compare import Check, Comparison, failure_check, parse_tolerance
-from ._isolate_enhance import Enhancer, SiteTable, TraceEntry
-from ._isolate_search import Trial, search
-from ._isolate_sites import Site, describe_sites, hierarchy_path
-from ._isolate_text import isolation_note, report_text
+from ...errors import DualDeltaFailure, InvalidArgument
+from .compare import Check, Comparison, failure_check, parse_tolerance
+from .enhance import ENHANCE, Enhancer, SiteTable, TraceEntry
+from .findings import Configuration
+from .result import Isolation
+from .search import Trial, search
+from .sites import describe_sites, hierarchy_path
 
-__all__ = [
-    "ENHANCE",
-    "OUTCOMES",
-    "Configuration",
-    "Isolation",
-    "Site",
-    "failing_dual_delta",
-    "isolate",
-    "isolate_test_call",
-    "isolation_note",
-]
-
-#: the formats a site can be enhanced to
-ENHANCE = {"float64": torch.float64, "float32": torch.float32}
-#: ``"isolated"``: sites found; ``"consistent"``: the plain run agrees already;
-#: ``"unresolved"``: enhancing every site does not make it agree (the cause is not precision)
-OUTCOMES = ("isolated", "consistent", "unresolved")
-
-
-@dataclass(frozen=True)
-class Configuration:
-    """One run of the program with some sites enhanced."""
-
-    #: 1, 2, ... in the order they ran
-    number: int
-    #: ``"whole program"``, ``"bisection"`` or ``"minimality"``
-    stage: str
-    #: how many sites it enhanced, and which (``Net.blocks.0 (12 sites), aten.mul #0 ...``)
-    site_count: int
-    description: str
-    #: whether the program then agreed
-    resolved: bool
-    #: the error it left (the largest difference in units of its tolerance; NaN for a test)
-    error: float
-    #: a line saying so
-    detail: str
-
-
-@dataclass(frozen=True)
-class Isolation:
-    """What :func:`isolate` found. ``sites`` is empty unless ``outcome == "isolated"``."""
-
-    #: one of :data:`OUTCOMES`
-    outcome: str
-    #: the 1-minimal set of culprit sites, in program order
-    sites: tuple[Site, ...]
-    #: how many configurations ran (the plain run not counted)
-    searches: int
-    #: those configurations, in order
-    configurations: tuple[Configuration, ...]
-    #: every site the program ran (in the order they first ran)
-    program_sites: tuple[Site, ...]
-    #: the format sites were enhanced to
-    enhance: str
-    #: what "agrees" meant
-    criterion: str
-    #: how the plain run compared
-    plain: Check
-    #: how the run with just ``sites`` enhanced compared (None unless isolated)
-    fixed: Check | None
-    #: remarks (sites that could not be enhanced, the program taking another path)
-    notes: tuple[str, ...]
-    _table: SiteTable
-    _numbers: frozenset[int]
-
-    def report(self) -> str:
-        """The outcome, the culprit sites with their source lines, and each configuration with
-        the error it left."""
-        return report_text(self)
-
-    def enhanced(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` run with just :attr:`sites` enhanced (every call identifies the sites anew by
-        module path, operation and source line), to confirm the fix."""
-        if not callable(fn):
-            raise InvalidArgument("fn", fn, "a callable (the program, or one that runs it)")
-        table, numbers, target = self._table, self._numbers, ENHANCE[self.enhance]
-
-        @functools.wraps(fn)
-        def run_enhanced(*args: Any, **kwargs: Any) -> Any:
-            with Enhancer(table, target=target, enabled=numbers):
-                return fn(*args, **kwargs)
-
-        return run_enhanced
+__all__ = ["failing_dual_delta", "isolate", "isolate_test_call"]
 
 
 @contextlib.contextmanager
@@ -245,7 +141,7 @@ def isolate(
     isolation = _run_isolation(
         lambda: compare(fn(*args)), enhance=target, criterion=compare.describe
     )
-    from ..report.sink import publish
+    from ...report.sink import publish
 
     publish("isolations", isolation, enhance=enhance)
     return isolation

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from pytest_fpcheck.diagnostics._isolate_search import bisection_steps, search
+from pytest_fpcheck.diagnostics.isolate.search import bisection_steps, search
 
 
 def tree_paths(n: int, rng: random.Random) -> list[tuple[str, ...]]:

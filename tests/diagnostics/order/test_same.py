@@ -11,8 +11,8 @@ import pytest
 from pytest_fpcheck.diagnostics.order import OrderMismatch, assert_same_order, sum_of
 from pytest_fpcheck.errors import FPCheckError
 
-from .test_order_reveal import np_pairwise, np_sequential, np_strided
-from .test_order_trees import pairwise, sequential
+from .test_reveal import np_pairwise, np_sequential, np_strided
+from .test_trees import pairwise, sequential
 
 
 def test_same_orders_give_the_common_tree() -> None:

@@ -1,5 +1,6 @@
 """The text of an isolation: :meth:`Isolation.report` and the note the pytest plugin appends to a
-failure message. Pure functions of the result, one layout:
+failure message. Pure functions of the plain findings (:mod:`.findings`, imported downward:
+the result class that calls them is not imported here), one layout:
 
     isolate (CIEL): <outcome headline>
       agreement: <what agrees means, with the tolerances>
@@ -18,12 +19,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .isolate import Isolation
+    from .findings import Findings
 
 __all__ = ["headline", "isolation_note", "report_text"]
 
 
-def headline(isolation: Isolation) -> str:
+def headline(isolation: Findings) -> str:
     """One sentence: what the isolation found."""
     total = len(isolation.program_sites)
     enhance = isolation.enhance
@@ -47,7 +48,7 @@ def headline(isolation: Isolation) -> str:
     )
 
 
-def _sites_lines(isolation: Isolation) -> list[str]:
+def _sites_lines(isolation: Findings) -> list[str]:
     if len(isolation.sites) > 1:
         head = (
             "culprit sites (1-minimal: leaving any one of them as written leaves the "
@@ -58,7 +59,7 @@ def _sites_lines(isolation: Isolation) -> list[str]:
     return [head, *(f"  {site} [{site.dtype}]" for site in isolation.sites)]
 
 
-def report_text(isolation: Isolation) -> str:
+def report_text(isolation: Findings) -> str:
     """The full report: headline, criterion, errors, sites, every configuration, notes."""
     lines = [headline(isolation), f"  agreement: {isolation.criterion}"]
     lines.append(f"  plain run: {isolation.plain.detail}")
@@ -78,7 +79,7 @@ def report_text(isolation: Isolation) -> str:
     return "\n".join(lines)
 
 
-def isolation_note(isolation: Isolation) -> str:
+def isolation_note(isolation: Findings) -> str:
     """The block ``--fpcheck-isolate`` appends to a failure message: the headline, the sites
     and the number of configurations (``Isolation.report()`` has each one)."""
     lines = [f"{headline(isolation)} ({isolation.searches} configurations run)"]

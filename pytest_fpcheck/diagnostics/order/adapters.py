@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidArgument
-from ._order_inputs import to_float
+from ...errors import InvalidArgument
+from .inputs import to_float
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["OrderImpl", "dot_of", "matmul_of", "scales_both", "sum_of"]
+__all__ = ["OrderImpl", "dot_of", "matmul_of", "scales_both", "sum_of", "to_torch"]
 
 _BACKENDS = ("numpy", "torch", "python")
 _PYTHON_MODULES = ("builtins", "math", "statistics", "functools", "operator", "fractions")
@@ -110,10 +110,10 @@ def _converter(backend: str, device: Any) -> Callable[[NDArray[Any]], Any]:
         return lambda x: x.astype(np.float64).tolist()
     if backend == "numpy":
         return lambda x: x
-    return lambda x: _to_torch(x, device)
+    return lambda x: to_torch(x, device)
 
 
-def _to_torch(x: NDArray[Any], device: Any) -> Any:
+def to_torch(x: NDArray[Any], device: Any) -> Any:
     """The tensor viewing ``x`` (same memory on the CPU); bfloat16 and float8 go through their
     bit patterns, which NumPy and torch share."""
     import torch

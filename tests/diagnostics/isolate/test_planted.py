@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_fpcheck.diagnostics._isolate_enhance import Enhancer  # noqa: E402
 from pytest_fpcheck.diagnostics.isolate import isolate  # noqa: E402
+from pytest_fpcheck.diagnostics.isolate.enhance import Enhancer  # noqa: E402
 
 from .isolate_models import TOL, planted_model  # noqa: E402
 

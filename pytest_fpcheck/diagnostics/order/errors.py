@@ -3,7 +3,7 @@ between two revealed orders."""
 
 from __future__ import annotations
 
-from ..errors import FPCheckError
+from ...errors import FPCheckError
 
 __all__ = ["NondeterministicOrder", "OrderMismatch", "OrderRevealError"]
 

@@ -1,23 +1,7 @@
-"""Revealing accumulation orders: FPRev (Xie et al., "Revealing Floating-Point Accumulation Orders
-in Software/Hardware Implementations"), exported as ``fp.order``.
-
-``fp.reveal_order(impl, n)`` finds the summation tree of ``impl`` from its results on *masked
-all-one* inputs (section 4.1: one ``+M``, one ``-M``, units elsewhere), with the paper's three
-algorithms: ``"naive"`` (section 3.3: search the trees, checked on random inputs; small ``n``
-only), ``"basic"`` (BasicFPRev, section 4: all ``n(n-1)/2`` pairs, joined with a union-find) and
-``"fprev"`` (section 5: queries on demand, multiway nodes for fused multi-term sums, and the
-accumulator mitigation of section 8.1.2). Masks and units per format follow section 8.1 (see
-``_order_query``); the tree and its error factor are in ``_order_tree``.
-
-``impl(x)`` gets a NumPy array of the format's dtype and returns the sum. The adapters here build
-``impl`` for the common shapes::
-
-    fp.reveal_order(fp.order.sum_of(numpy.sum), 1024)
-    fp.reveal_order(fp.order.dot_of(torch.dot), 256)
-    fp.reveal_order(fp.order.matmul_of(torch.matmul, 4, 256, 4), 256)
-
-``fp.assert_same_order(impl_a, impl_b, n)`` fails with :class:`OrderMismatch` (an
-``AssertionError``) showing the first subtree where the orders differ.
+"""The entry points of ``fp.order``: :func:`reveal_order` checks its arguments, picks the masks
+and units of the format (FPRev section 8.1, :mod:`.query`) and runs one of the three algorithms
+(:mod:`.algorithms`); :func:`assert_same_order` reveals two orders and fails with the first
+subtree where they differ (FPRev section 6 compares libraries this way).
 """
 
 from __future__ import annotations
@@ -25,28 +9,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InvalidArgument
-from ..formats import Format, format_of
-from ._order_adapters import OrderImpl, dot_of, matmul_of, scales_both, sum_of
-from ._order_errors import NondeterministicOrder, OrderMismatch, OrderRevealError
-from ._order_query import Querier, encoding_for
-from ._order_reveal import NAIVE_MAX_N, reveal_basic, reveal_fprev, reveal_naive
-from ._order_text import describe_leaves
-from ._order_tree import Mismatch, SummationTree
+from ...errors import InvalidArgument
+from ...formats import Format, format_of
+from .adapters import OrderImpl, scales_both
+from .algorithms import NAIVE_MAX_N, reveal_basic, reveal_fprev, reveal_naive
+from .errors import OrderMismatch
+from .query import Querier, encoding_for
+from .text import mismatch_text
+from .tree import SummationTree
 
 __all__ = [
     "ALGORITHMS",
-    "Mismatch",
-    "NondeterministicOrder",
-    "OrderImpl",
-    "OrderMismatch",
-    "OrderRevealError",
-    "SummationTree",
     "assert_same_order",
-    "dot_of",
-    "matmul_of",
+    "order_mismatch_message",
     "reveal_order",
-    "sum_of",
+    "reveal_tree",
 ]
 
 ALGORITHMS = ("fprev", "basic", "naive")
@@ -76,7 +53,7 @@ def reveal_order(
     and still be no tree: confirm with ``tree.verify(impl)``.
     """
     tree = reveal_tree(impl, n, dtype, algorithm)
-    from ..report.sink import publish
+    from ...report.sink import publish
 
     publish("trees", tree, impl=_impl_name(impl), algorithm=algorithm)
     return tree
@@ -134,16 +111,6 @@ def _impl_name(impl: Any) -> str:
     return str(getattr(impl, "__qualname__", None) or repr(impl))
 
 
-def _split_text(tree: SummationTree, node: int) -> str:
-    parts = [describe_leaves(tree.leaves(c), tree.n) for c in tree.children(node)]
-    shown = " + ".join(parts[:8]) + (" + ..." if len(parts) > 8 else "")
-    return f"{shown} ({len(parts)} operands)"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())
-
-
 def order_mismatch_message(
     tree_a: SummationTree, tree_b: SummationTree, name_a: str, name_b: str
 ) -> str:
@@ -152,21 +119,7 @@ def order_mismatch_message(
     first = tree_a.first_difference(tree_b)
     if first is None:
         raise InvalidArgument("tree_b", tree_b, "a tree that differs from tree_a")
-    a, b = first
-    return "\n".join(
-        [
-            f"{name_a} and {name_b} accumulate {tree_a.n} {tree_a.dtype} terms in different "
-            "orders.",
-            f"First difference: the sum of {describe_leaves(tree_a.leaves(a), tree_a.n)} "
-            f"({tree_a.size(a)} terms)",
-            f"  {name_a} adds {_split_text(tree_a, a)}",
-            f"  {name_b} adds {_split_text(tree_b, b)}",
-            f"{name_a}:",
-            _indent(tree_a.to_text(node=a, max_lines=8)),
-            f"{name_b}:",
-            _indent(tree_b.to_text(node=b, max_lines=8)),
-        ]
-    )
+    return mismatch_text(tree_a, first[0], tree_b, first[1], name_a, name_b)
 
 
 def assert_same_order(

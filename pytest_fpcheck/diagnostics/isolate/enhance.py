@@ -39,17 +39,20 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..adapters.torch import dtype_format
-from ..tracking.interpose import (
+from ...adapters.torch import dtype_format
+from ...tracking.interpose import (
     _PACKAGE_DIR,
     _SKIPPED_MODULE_PREFIXES,
     _SKIPPED_PREFIXES,
     Interposer,
     OpCall,
 )
-from ._isolate_sites import Site
+from .sites import Site
 
-__all__ = ["EXACT", "OPAQUE", "SITE", "Enhancer", "SiteTable"]
+__all__ = ["ENHANCE", "EXACT", "OPAQUE", "SITE", "Enhancer", "SiteTable"]
+
+#: the formats a site can be enhanced to
+ENHANCE = {"float64": torch.float64, "float32": torch.float32}
 
 OPAQUE, EXACT, SITE = 0, 1, 2
 

@@ -14,23 +14,44 @@ The rules, applied at each node from the top:
   indented. While the joining tree keeps its name, parts are split further (64 lanes under one
   pairwise tree read as one level). When the joining tree is neither, the node's operands are
   shown one by one.
+
+The functions read a tree through :class:`Nodes`, the few structural queries they need, and
+import nothing of this package: ``SummationTree`` (``tree.py``) satisfies it and calls them, so
+the import runs one way, tree to text.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from ._order_tree import SummationTree
-
-__all__ = ["describe_leaves", "render"]
+__all__ = ["Nodes", "describe_leaves", "mismatch_text", "render"]
 
 _SHOWN = 8  # leading items shown of a long list
+
+
+class Nodes(Protocol):
+    """What the text reads of a summation tree (``SummationTree`` has it): leaves are the nodes
+    below ``n``, inner nodes list their children by smallest leaf."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    def children(self, node: int) -> tuple[int, ...]: ...
+
+    def size(self, node: int) -> int: ...
+
+    def min_leaf(self, node: int) -> int: ...
+
+    def leaves(self, node: int | None = None) -> NDArray[np.int64]: ...
 
 
 def describe_leaves(leaves: NDArray[np.int64] | list[int], n: int | None = None) -> str:
@@ -60,7 +81,7 @@ def _stride(idx: list[int]) -> int | None:
     return step
 
 
-def _spine(tree: SummationTree, node: int) -> tuple[list[list[int]], int]:
+def _spine(tree: Nodes, node: int) -> tuple[list[list[int]], int]:
     """Walk down while each node adds single terms to one running sum: the terms added, lowest
     step first, and the node where the walk stops (-1 when the bottom adds only single terms)."""
     steps: list[list[int]] = []
@@ -116,7 +137,7 @@ def _chain_text(steps: list[list[int]], on_top: bool) -> tuple[str, str | None]:
     return f"a chain of {len(steps)} additions over {describe_leaves(order)}", None
 
 
-def _shapes(tree: SummationTree, node: int) -> dict[int, int]:
+def _shapes(tree: Nodes, node: int) -> dict[int, int]:
     """A fingerprint of every node's shape under ``node``: its tree with leaves numbered from its
     first leaf (equal shapes, shifted, get equal fingerprints)."""
     order = [node]
@@ -129,9 +150,7 @@ def _shapes(tree: SummationTree, node: int) -> dict[int, int]:
     return shape
 
 
-def _repeated(
-    tree: SummationTree, node: int, shape: dict[int, int], counts: dict[int, int]
-) -> list[int]:
+def _repeated(tree: Nodes, node: int, shape: dict[int, int], counts: dict[int, int]) -> list[int]:
     """The highest nodes strictly under ``node`` whose shape occurs twice or more, and the single
     terms not under any of them."""
     parts: list[int] = []
@@ -145,7 +164,7 @@ def _repeated(
     return parts
 
 
-def _join_pattern(tree: SummationTree, node: int, parts: list[int]) -> str:
+def _join_pattern(tree: Nodes, node: int, parts: list[int]) -> str:
     """``pairwise`` / ``sequentially`` / ``""`` (neither) for the tree joining ``parts`` under
     ``node``: height ``ceil(log2 k)`` or ``k - 1`` over ``k`` parts."""
     part_set = set(parts)
@@ -167,9 +186,7 @@ def _join_pattern(tree: SummationTree, node: int, parts: list[int]) -> str:
     return ""
 
 
-def _split(
-    tree: SummationTree, part: int, shape: dict[int, int], counts: dict[int, int]
-) -> list[int]:
+def _split(tree: Nodes, part: int, shape: dict[int, int], counts: dict[int, int]) -> list[int]:
     """A part split into its own repeated parts; a pair into its two terms; single terms and
     longer chains stay whole."""
     if part < tree.n:
@@ -180,7 +197,7 @@ def _split(
     return [part] if bottom < 0 or steps else _repeated(tree, part, shape, counts)
 
 
-def _cut(tree: SummationTree, node: int) -> tuple[list[int], str, dict[int, int]]:
+def _cut(tree: Nodes, node: int) -> tuple[list[int], str, dict[int, int]]:
     """Parts under ``node`` joined by a named pattern, as fine as the pattern stays named: start
     from the highest repeated shapes and split every part into its own while the joining tree is
     still pairwise or sequential (so 64 lanes under a pairwise tree read as one level, not six)."""
@@ -200,7 +217,7 @@ def _cut(tree: SummationTree, node: int) -> tuple[list[int], str, dict[int, int]
     return parts, pattern, shape
 
 
-def render(tree: SummationTree, node: int, max_lines: int) -> str:
+def render(tree: Nodes, node: int, max_lines: int) -> str:
     """The text of the subtree at ``node``, at most ``max_lines`` lines."""
     lines: list[str] = []
     _render(tree, node, "", lines, max_lines)
@@ -209,7 +226,7 @@ def render(tree: SummationTree, node: int, max_lines: int) -> str:
     return "\n".join(lines[:max_lines])
 
 
-def _render(tree: SummationTree, node: int, indent: str, lines: list[str], budget: int) -> None:
+def _render(tree: Nodes, node: int, indent: str, lines: list[str], budget: int) -> None:
     if len(lines) > budget:
         return
     if node < tree.n:
@@ -249,3 +266,32 @@ def _render(tree: SummationTree, node: int, indent: str, lines: list[str], budge
     lines.append(f"{head}: {kind} of")
     for child in kids:
         _render(tree, child, indent + "  ", lines, budget)
+
+
+def _split_text(tree: Nodes, node: int) -> str:
+    parts = [describe_leaves(tree.leaves(c), tree.n) for c in tree.children(node)]
+    shown = " + ".join(parts[:_SHOWN]) + (" + ..." if len(parts) > _SHOWN else "")
+    return f"{shown} ({len(parts)} operands)"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def mismatch_text(tree_a: Nodes, a: int, tree_b: Nodes, b: int, name_a: str, name_b: str) -> str:
+    """The failure text of ``fp.assert_same_order``: ``a`` and ``b`` are the first nodes (over
+    the same terms) that the two trees split differently; each side's split and subtree."""
+    return "\n".join(
+        [
+            f"{name_a} and {name_b} accumulate {tree_a.n} {tree_a.dtype} terms in different "
+            "orders.",
+            f"First difference: the sum of {describe_leaves(tree_a.leaves(a), tree_a.n)} "
+            f"({tree_a.size(a)} terms)",
+            f"  {name_a} adds {_split_text(tree_a, a)}",
+            f"  {name_b} adds {_split_text(tree_b, b)}",
+            f"{name_a}:",
+            _indent(render(tree_a, a, max_lines=8)),
+            f"{name_b}:",
+            _indent(render(tree_b, b, max_lines=8)),
+        ]
+    )

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidArgument
-from ..formats import Format, format_of, mask_and_unit, numpy_dtype, ulp
-from ._order_errors import NondeterministicOrder, OrderRevealError
-from ._order_inputs import same_float, to_float
+from ...errors import InvalidArgument
+from ...formats import Format, format_of, mask_and_unit, numpy_dtype, ulp
+from .errors import NondeterministicOrder, OrderRevealError
+from .inputs import same_float, to_float
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

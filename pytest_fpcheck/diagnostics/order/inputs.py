@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidArgument
-from ..formats import FORMATS, Format, round_to
+from ...errors import InvalidArgument
+from ...formats import FORMATS, Format, round_to
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..formats import Format, numpy_dtype, round_to
+from ...formats import Format, numpy_dtype, round_to
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

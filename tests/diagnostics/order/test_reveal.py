@@ -23,7 +23,7 @@ from pytest_fpcheck.diagnostics.order import (
 )
 from pytest_fpcheck.errors import InvalidArgument
 
-from .test_order_trees import (
+from .test_trees import (
     blocked,
     exact_fused_adder,
     fused_chain,

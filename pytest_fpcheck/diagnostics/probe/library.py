@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..emulate.models import PRODUCTS, ROUNDINGS, Plan, evaluate_products
-from ..formats import FORMATS, Format, round_to
+from ...emulate.models import PRODUCTS, ROUNDINGS, Plan, evaluate_products
+from ...formats import FORMATS, Format, round_to
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

@@ -17,8 +17,8 @@ from pytest_fpcheck.diagnostics.order import SummationTree
 from pytest_fpcheck.errors import InvalidArgument
 from pytest_fpcheck.formats import FORMATS, numpy_dtype
 
-from .test_order_reveal import trees
-from .test_order_trees import fused_chain, pairwise, sequential
+from .test_reveal import trees
+from .test_trees import fused_chain, pairwise, sequential
 
 
 def gamma(h: int, u: float) -> Fraction:
