@@ -5,6 +5,10 @@ such a run would be removed and imported a second time by a later test, which to
 the tracking rules (registered once per process) do not survive. Importing them here, once,
 keeps them in every snapshot. Import-laziness is
 tested in subprocesses (tests/test_imports.py), which this does not affect.
+
+The suite turns warnings into errors (pyproject.toml); pytest-benchmark's own warning is ignored
+here, only where that plugin is loaded: a filter naming its warning class in pyproject.toml would
+stop every run made without it (the examples, installed with ".[all]" alone).
 """
 
 from __future__ import annotations
@@ -12,8 +16,17 @@ from __future__ import annotations
 import contextlib
 import os
 
+import pytest
+
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 for _backend in ("torch", "triton", "pytest_fpcheck.tracking.track"):
     with contextlib.suppress(ImportError):
         __import__(_backend)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("benchmark"):
+        config.addinivalue_line(
+            "filterwarnings", "ignore::pytest_benchmark.logger.PytestBenchmarkWarning"
+        )
