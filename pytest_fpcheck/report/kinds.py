@@ -17,7 +17,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "Column", "Kind", "kind_named", "number", "shape_text"]
+__all__ = [
+    "KINDS",
+    "TESTS",
+    "Column",
+    "Kind",
+    "kind_named",
+    "loose_warning",
+    "number",
+    "shape_text",
+    "verdict_status",
+]
 
 Record = Mapping[str, Any]
 
@@ -75,7 +85,8 @@ class Kind:
     ``required`` the record fields it cannot be shown without; ``texts`` the fields the HTML page
     shows as preformatted text; ``hidden`` fields it leaves out of the HTML details (long
     arrays); ``first`` the fields its HTML details list first (a dual-delta's figure);
-    ``subline`` an optional indented line below each terminal row."""
+    ``subline`` an optional indented line below each terminal row; ``warning`` a text that
+    marks an entry whose status reads better than it is (a loose round-off enclosure), or ""."""
 
     key: str
     noun: str
@@ -86,6 +97,7 @@ class Kind:
     columns: tuple[Column, ...]
     note: str = ""
     subline: Callable[[Record], str] | None = None
+    warning: Callable[[Record], str] | None = None
     texts: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()
     first: tuple[str, ...] = ()
@@ -93,7 +105,35 @@ class Kind:
 
 # -- verdicts ------------------------------------------------------------------------------------
 
-_VERDICT_RANK = {"bug": 0, "close": 1, "roundoff": 2, "exact": 3}
+_VERDICT_RANK = {"bug": 0, "close": 1, "roundoff": 2, "expected-bug": 3, "exact": 4}
+
+
+def verdict_status(record: Record) -> str:
+    """The verdict's kind, except that a bug the test caught (``pytest.raises`` around the
+    check: the record's ``caught``) is an ``expected-bug``."""
+    kind = str(record["kind"])
+    return "expected-bug" if kind == "bug" and record.get("caught") else kind
+
+
+def loose_warning(record: Record) -> str:
+    """A warning for a passing verdict whose enclosure is too wide to reject a factor-2 error:
+    "" when there is none.
+
+    With ``p`` the precision of the result's format, ``|x| < 2**p ulp(x)``; a median radius of
+    ``r >= 2**(p - 1)`` ULPs is then at least ``|x| / 2`` at the median element, so its
+    enclosure holds ``x / 2`` (and more): a green verdict there says little."""
+    from ..formats import FORMATS
+
+    radius = record.get("tightness_ulps")
+    fmt = FORMATS.get(str(record.get("dtype")))
+    if record.get("kind") != "roundoff" or fmt is None:
+        return ""
+    if not isinstance(radius, (int, float)) or not radius >= 2.0 ** (fmt.precision - 1):
+        return ""
+    return (
+        f"loose enclosure: median radius {number(radius)} ULP of {fmt.name} is at least "
+        f"2**{fmt.precision - 1}, half the value: an error of a factor 2 would pass as round-off"
+    )
 
 
 def _outside(record: Record) -> str:
@@ -115,10 +155,10 @@ VERDICTS = Kind(
     noun="verdict",
     title="round-off verdicts",
     required=("kind", "outside", "total", "dtype"),
-    status=lambda r: str(r["kind"]),
-    rank=lambda r: _VERDICT_RANK.get(str(r["kind"]), 9),
+    status=verdict_status,
+    rank=lambda r: _VERDICT_RANK.get(verdict_status(r), 9),
     columns=(
-        Column("verdict", lambda r: str(r["kind"]), 9),
+        Column("verdict", verdict_status, 12),
         Column("outside", _outside, 15, right=True),
         Column("dtype", lambda r: str(r["dtype"]), 14),
         Column("radius", _field("tightness_ulps"), 8, right=True),
@@ -127,6 +167,8 @@ VERDICTS = Kind(
         Column("allclose", _allclose, 8, show="wide"),
     ),
     note="radius: median radius of the round-off enclosure, in ULPs of the result's format",
+    subline=loose_warning,
+    warning=loose_warning,
     texts=("provenance",),
 )
 
@@ -286,6 +328,51 @@ TREES = Kind(
 #: every kind, in the order the summary and the page show them: bugs and appearances first
 KINDS: tuple[Kind, ...] = (VERDICTS, APPEARANCES, DUAL_DELTAS, ISOLATIONS, PROBES, TREES)
 _BY_KEY = {kind.key: kind for kind in KINDS}
+
+
+# -- the tests of the run ---------------------------------------------------------------------------
+
+#: test outcomes, most severe first: pytest's, and ``expected-bug`` for a passed test whose
+#: round-off check raised inside ``pytest.raises``
+OUTCOMES = ("failed", "error", "xpassed", "expected-bug", "passed", "xfailed", "skipped")
+
+
+_OUTCOME_RANK = {outcome: max(0, OUTCOMES.index(outcome) - 1) for outcome in OUTCOMES}
+
+
+def _findings(record: Record) -> str:
+    """``2 verdicts (1 bug), 1 appearance``: what fpcheck found in the test."""
+    found = record.get("findings")
+    if not isinstance(found, Mapping):
+        return ""
+    parts = []
+    for kind in KINDS:
+        by_status = found.get(kind.key)
+        if not by_status:
+            continue
+        total = sum(by_status.values())
+        noun = kind.noun.replace("_", "-") + ("" if total == 1 else "s")
+        detail = ", ".join(f"{count} {status}" for status, count in by_status.items())
+        parts.append(f"{total} {noun} ({detail})")
+    return "; ".join(parts)
+
+
+#: the run's tests: not a kind of result (the terminal has pytest's own summary), but shown
+#: in the HTML page as a kind is, first
+TESTS = Kind(
+    key="tests",
+    noun="test",
+    title="tests",
+    required=("outcome", "duration"),
+    status=lambda r: str(r["outcome"]),
+    rank=lambda r: _OUTCOME_RANK.get(str(r["outcome"]), 9),
+    columns=(
+        Column("outcome", lambda r: str(r["outcome"]), 12),
+        Column("duration (s)", lambda r: number(r.get("duration"), ".3f"), 10, right=True),
+        Column("fpcheck findings", _findings, 0),
+    ),
+    texts=("traceback",),
+)
 
 
 def kind_named(key: str) -> Kind | None:

@@ -1,7 +1,8 @@
-"""The run report's model: every entry of a run, with its test, as JSON (API section 8).
+"""The run report's model: every test of a run and every result it made, as JSON (API section 8).
 
-A :class:`RunReport` holds, for each kind of :mod:`~pytest_fpcheck.report.kinds`, a list of
-entries ``{"test": test id, **record}``. Records are the JSON-serialisable dicts the producers
+A :class:`RunReport` holds the run's tests (:meth:`RunReport.add_test`: outcome, duration, and
+for a failure its traceback and captured output) and, for each kind of
+:mod:`~pytest_fpcheck.report.kinds`, a list of entries ``{"test": test id, **record}``. Records are the JSON-serialisable dicts the producers
 make (``Verdict.to_dict()``, ``DualDeltaResult.to_dict()``, ...; the fields of each kind are in
 ``docs/report-schema.md``); ``add_*`` checks that a record has the fields its kind needs, so a
 malformed one fails where it is made, not when the report is drawn.
@@ -9,7 +10,12 @@ malformed one fails where it is made, not when the report is drawn.
 Across pytest-xdist workers each worker sends :meth:`RunReport.part` to the controller, which
 merges it (:meth:`RunReport.merge`). Written documents list each kind's entries sorted by test id
 (stably: a test's own entries keep their order), so a parallel run writes the same entries as a
-serial one.
+serial one. Tests are reported by pytest's own hook on the process that writes the report, so
+they are not part of a worker's part.
+
+A passed test whose round-off check raised (a bug verdict the test caught, ``pytest.raises``
+around the check) has the outcome ``expected-bug``; its verdict, the status ``expected-bug``.
+``docs/report-schema.json`` is the document's JSON schema.
 """
 
 from __future__ import annotations
@@ -24,14 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
-from .kinds import KINDS, Kind, kind_named
+from .kinds import KINDS, OUTCOMES, TESTS, Kind, kind_named
 
 __all__ = ["SCHEMA", "SCHEMA_NAME", "SCHEMA_VERSION", "RunReport"]
 
 SCHEMA_NAME = "pytest-fpcheck-report"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA = {"name": SCHEMA_NAME, "version": SCHEMA_VERSION}
 _KEYS = ", ".join(kind.key for kind in KINDS)
+_OUTCOMES = ", ".join(OUTCOMES)
 
 
 def _empty() -> dict[str, list[dict[str, Any]]]:
@@ -45,6 +52,20 @@ class RunReport:
 
     entries: dict[str, list[dict[str, Any]]] = field(default_factory=_empty)
     workers: int = 0
+    tests: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_test(self, test_id: str, record: Mapping[str, Any]) -> None:
+        """One test of the run: ``outcome`` (one of :data:`~.kinds.OUTCOMES`; ``expected-bug``
+        is derived when the document is made, pass ``passed``), ``duration`` in seconds, and
+        as far as known ``when`` (the failing phase), ``reason`` (of a skip or an xfail),
+        ``traceback``, ``output`` (captured sections: ``[{"name", "text"}]``), ``location``
+        (``{"path", "line"}``, the path relative to the rootdir)."""
+        if not isinstance(test_id, str) or not test_id:
+            raise InvalidArgument("test_id", test_id, "a pytest node id (a non-empty str)")
+        _check_record(TESTS, record)
+        if record["outcome"] not in OUTCOMES:
+            raise InvalidArgument("record['outcome']", record["outcome"], f"one of {_OUTCOMES}")
+        self.tests.append({"test": test_id, **record})
 
     def add(self, kind: str, test_id: str, record: Mapping[str, Any]) -> None:
         """Add one entry of ``kind`` (a JSON key: "verdicts", "trees", ...) made by ``test_id``."""
@@ -106,7 +127,7 @@ class RunReport:
 
     def counts(self) -> dict[str, dict[str, int]]:
         """For each kind, how many entries have each status (e.g. ``{"bug": 1, "roundoff": 3}``),
-        most severe first."""
+        most severe first (a caught bug verdict counts as ``expected-bug``)."""
         counts: dict[str, dict[str, int]] = {}
         for kind in KINDS:
             by_status: dict[str, int] = {}
@@ -116,12 +137,46 @@ class RunReport:
             counts[kind.key] = by_status
         return counts
 
+    def findings(self) -> dict[str, dict[str, dict[str, int]]]:
+        """For each test with results: for each kind, how many entries have each status."""
+        found: dict[str, dict[str, dict[str, int]]] = {}
+        for kind in KINDS:
+            for entry in sorted(self.entries[kind.key], key=kind.rank):
+                by_status = found.setdefault(entry["test"], {}).setdefault(kind.key, {})
+                status = kind.status(entry)
+                by_status[status] = by_status.get(status, 0) + 1
+        return found
+
+    def test_records(self) -> list[dict[str, Any]]:
+        """The tests, sorted by id, each with its ``findings`` and the outcome ``expected-bug``
+        for a passed test that caught a bug verdict."""
+        found = self.findings()
+        records = []
+        for test in sorted(self.tests, key=lambda record: record["test"]):
+            record = dict(test)
+            findings = found.get(record["test"], {})
+            if findings:
+                record["findings"] = findings
+            if record["outcome"] == "passed" and "expected-bug" in findings.get("verdicts", {}):
+                record["outcome"] = "expected-bug"
+            records.append(record)
+        return records
+
     def to_dict(
-        self, *, environment: Mapping[str, Any], settings: Mapping[str, Any]
+        self,
+        *,
+        environment: Mapping[str, Any],
+        settings: Mapping[str, Any],
+        run: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The whole document (schema in ``docs/report-schema.md``), entries sorted by test."""
+        """The whole document (schema in ``docs/report-schema.md``), entries sorted by test;
+        ``run`` adds to the run's fields (``rootdir``, ``duration``, ``exitstatus``)."""
         import platform
 
+        tests = self.test_records()
+        totals = {outcome: 0 for outcome in OUTCOMES}
+        for test in tests:
+            totals[test["outcome"]] += 1
         document: dict[str, Any] = {
             "schema": dict(SCHEMA),
             "run": {
@@ -129,32 +184,47 @@ class RunReport:
                 "python": sys.version.split()[0],
                 "platform": platform.platform(),
                 "workers": self.workers,
+                **(run or {}),
             },
-            "environment": dict(environment),
-            "settings": dict(settings),
+            "totals": {"tests": len(tests), **totals},
             "counts": self.counts(),
+            "tests": tests,
         }
         for kind in KINDS:
             document[kind.key] = sorted(self.entries[kind.key], key=lambda entry: entry["test"])
+        document["environment"] = dict(environment)
+        document["settings"] = dict(settings)
         return document
 
-    def to_json(self, *, environment: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    def to_json(
+        self,
+        *,
+        environment: Mapping[str, Any],
+        settings: Mapping[str, Any],
+        run: Mapping[str, Any] | None = None,
+    ) -> str:
         """:meth:`to_dict` as JSON text; infinities and NaN as the strings "inf", "-inf", "nan"."""
-        document = self.to_dict(environment=environment, settings=settings)
+        document = self.to_dict(environment=environment, settings=settings, run=run)
         return json.dumps(_finite(document), indent=2, allow_nan=False, default=_plain)
 
     def write(
-        self, path: Path, *, environment: Mapping[str, Any], settings: Mapping[str, Any]
+        self,
+        path: Path,
+        *,
+        environment: Mapping[str, Any],
+        settings: Mapping[str, Any],
+        run: Mapping[str, Any] | None = None,
     ) -> None:
-        """Write the report to ``path``: a self-contained HTML page when it ends in ``.html``,
-        JSON otherwise."""
+        """Write the report to ``path``: a self-contained HTML page when it ends in ``.html``
+        (its links to source lines are relative to the page's folder), JSON otherwise."""
         if path.suffix == ".html":
             from .html import render
 
-            document = self.to_dict(environment=environment, settings=settings)
-            path.write_text(render(_finite(document)), encoding="utf-8")
+            document = self.to_dict(environment=environment, settings=settings, run=run)
+            plain = json.loads(json.dumps(_finite(document), allow_nan=False, default=_plain))
+            path.write_text(render(plain, folder=path.parent), encoding="utf-8")
         else:
-            text = self.to_json(environment=environment, settings=settings)
+            text = self.to_json(environment=environment, settings=settings, run=run)
             path.write_text(text + "\n", encoding="utf-8")
 
 
