@@ -1,13 +1,12 @@
 """The ``"mpmath"`` oracle for PyTorch references: a dispatch mode with mpmath shadow values.
 
 The rule (Dual-Delta paper, section 3.2.2): each ATen operation the reference performs is
-evaluated in mpmath at ``dps`` decimal digits. :class:`MpmathMode` extends
-:class:`~pytest_fpcheck.oracle.torch_fp64.Float64Mode`: every operation still runs in float64
-on ordinary tensors (which keeps shapes, views and control flow working), and beside each
-floating tensor the mode keeps its *shadow*, a NumPy object array of ``mpmath.mpf`` computed by
-the operation's mpmath rule from the shadows of its inputs. A tensor without a shadow (an input,
-a constant, a factory's result) stands for its exact float64 value. The oracle returns the
-shadow of the reference's result, rounded to float64.
+evaluated in mpmath at ``dps`` decimal digits. :class:`MpmathMode` is a
+:class:`~pytest_fpcheck.oracle.shadow_torch.ShadowMode`: every operation still runs in float64
+on ordinary tensors, and beside each floating tensor the mode keeps its *shadow*, a NumPy object
+array of ``mpmath.mpf`` computed by the operation's mpmath rule from the shadows of its inputs. A
+tensor without a shadow (an input, a constant, a factory's result) stands for its exact float64
+value. The oracle returns the shadow of the reference's result, rounded to float64.
 
 Supported operations on floating tensors:
 
@@ -28,18 +27,15 @@ per tensor, so a write through one alias would leave the other's shadow stale.
 from __future__ import annotations
 
 import math
-import weakref
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import mpmath
 import numpy as np
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
-from torch.utils.weak import WeakIdKeyDictionary
 
-from ..errors import InternalError, InvalidArgument, describe_value
-from .torch_fp64 import Float64Mode, promote_call, refuse_lossy
+from ..errors import InvalidArgument, describe_value
+from .shadow_torch import ShadowMode
 from .unsupported import UnsupportedOracleOperation
 
 __all__ = ["MpmathMode", "evaluate"]
@@ -120,43 +116,7 @@ _COMPUTE: dict[Any, Rule] = {
     aten.fill_: lambda a, k: np.full(np.shape(a[0]), a[1], dtype=object),
     aten.zero_: lambda a, k: np.full(np.shape(a[0]), _ZERO, dtype=object),
 }
-_MOVEMENT = frozenset(
-    {
-        aten.view,
-        aten._unsafe_view,
-        aten.reshape,
-        aten.transpose,
-        aten.t,
-        aten.permute,
-        aten.expand,
-        aten.squeeze,
-        aten.unsqueeze,
-        aten.select,
-        aten.slice,
-        aten.index,
-        aten.index_select,
-        aten.gather,
-        aten.cat,
-        aten.stack,
-        aten.split,
-        aten.split_with_sizes,
-        aten.unbind,
-        aten.flip,
-        aten.roll,
-        aten.repeat,
-        aten.clone,
-        aten.detach,
-        aten.alias,
-        aten.lift_fresh,
-        aten.lift_fresh_copy,
-        aten._to_copy,
-    }
-)
 SUPPORTED = ", ".join(sorted(str(packet).removeprefix("aten.") for packet in _COMPUTE))
-
-
-def _is_inexact(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
 
 
 def _exact_values(tensor: torch.Tensor) -> Values:
@@ -167,144 +127,19 @@ def _exact_values(tensor: torch.Tensor) -> Values:
     return host.numpy().astype(object)
 
 
-class MpmathMode(Float64Mode):  # type: ignore[no-untyped-call]
-    """Float64Mode that also evaluates each supported operation in mpmath (module docstring);
-    :meth:`values_of` gives a tensor's mpmath values."""
+class MpmathMode(ShadowMode):
+    """ShadowMode whose shadows are mpmath numbers (module docstring); :meth:`values_of` gives
+    a tensor's mpmath values."""
 
     oracle_name = _ORACLE
+    rules = _COMPUTE
+    supported = SUPPORTED
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._shadows = cast("MutableMapping[torch.Tensor, Values]", WeakIdKeyDictionary())
-        self._views = cast(
-            "MutableMapping[torch.Tensor, list[weakref.ref[torch.Tensor]]]", WeakIdKeyDictionary()
-        )
+    def exact_values(self, tensor: torch.Tensor) -> Values:
+        return _exact_values(tensor)
 
-    def values_of(self, tensor: torch.Tensor) -> Values:
-        """The mpmath values of ``tensor``: its shadow, or its exact value if it has none."""
-        shadow = self._shadows.get(tensor)
-        return shadow if shadow is not None else _exact_values(tensor)
-
-    def __torch_dispatch__(
-        self,
-        func: torch._ops.OpOverload,
-        types: Sequence[type],
-        args: Sequence[Any] = (),
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        packet = func.overloadpacket
-        inexact_inputs = [leaf for leaf in tree_flatten((args, kwargs))[0] if _is_inexact(leaf)]
-        if not inexact_inputs:
-            return super().__torch_dispatch__(func, types, args, kwargs)
-        if packet not in _COMPUTE and packet not in _MOVEMENT:
-            raise UnsupportedOracleOperation(
-                _ORACLE,
-                str(func),
-                f"it has no mpmath rule (arithmetic supported: {SUPPORTED}; data movement "
-                "and floating conversions are exact)",
-                "Pass oracle='fp64' or oracle=<callable>",
-            )
-        if any(t.is_complex() for t in inexact_inputs):
-            raise UnsupportedOracleOperation(
-                _ORACLE, str(func), "complex values have no mpmath rule here", "Pass oracle='fp64'"
-            )
-        refuse_lossy(func, args, kwargs, _ORACLE)
-        self._refuse_aliased_write(func, args)
-        new_args, new_kwargs = promote_call(func, args, kwargs)
-        if packet in _COMPUTE:
-            shadows = [self._compute(packet, new_args, new_kwargs)]
-        else:
-            shadows = self._move(func, new_args, new_kwargs)
-        result = func(*new_args, **new_kwargs)
-        self._record(func, new_args, new_kwargs, result, shadows)
-        return result
-
-    def _refuse_aliased_write(self, func: torch._ops.OpOverload, args: Sequence[Any]) -> None:
-        if not func._schema.is_mutable or not isinstance(args[0], torch.Tensor):
-            return
-        target = args[0]
-        views = [ref() for ref in self._views.get(target, [])]
-        if target._base is not None or any(view is not None for view in views):
-            raise UnsupportedOracleOperation(
-                _ORACLE,
-                str(func),
-                "it writes into a tensor that is a view or has a live view, whose mpmath "
-                "values would go stale",
-                "Write into a fresh tensor (x = x + y, torch.cat, torch.stack) instead",
-            )
-
-    def _operand(self, value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return self.values_of(value)
-        if isinstance(value, float):
-            return mpmath.mpf(value)
-        return value
-
-    def _compute(self, packet: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Values:
-        """The mpmath values of an arithmetic operation, from its operands' values before it
-        runs (an in-place operation changes its first operand)."""
-        operands = [self._operand(arg) for arg in args]
-        options = {key: self._operand(value) for key, value in kwargs.items()}
-        return np.asarray(_COMPUTE[packet](operands, options), dtype=object)
-
-    def _move(
-        self, func: torch._ops.OpOverload, args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> list[Values]:
-        """The mpmath values of each output of a data-movement operation: the operation run on
-        tensors of element indices picks the values out of its inputs'."""
-        pieces: list[Values] = []
-        offset = 0
-
-        def to_indices(value: Any) -> Any:
-            nonlocal offset
-            if not _is_inexact(value):
-                return value
-            pieces.append(self.values_of(value).reshape(-1))
-            indices = torch.arange(offset, offset + value.numel()).reshape(value.shape)
-            offset += value.numel()
-            return indices
-
-        index_args = tree_map(to_indices, tuple(args))
-        index_kwargs = tree_map(to_indices, dict(kwargs))
-        flat = np.concatenate(pieces)
-        index_results = tree_flatten(func(*index_args, **index_kwargs))[0]
-        return [
-            np.asarray(flat[indices.to(torch.int64).numpy()], dtype=object)
-            for indices in index_results
-        ]
-
-    def _record(
-        self,
-        func: torch._ops.OpOverload,
-        args: Sequence[Any],
-        kwargs: Mapping[str, Any],
-        result: Any,
-        shadows: list[Values],
-    ) -> None:
-        """Keep each output's shadow, and note outputs that share storage with an input."""
-        for tensor, values in zip(tree_flatten(result)[0], shadows, strict=True):
-            if not _is_inexact(tensor):
-                raise UnsupportedOracleOperation(
-                    _ORACLE,
-                    str(func),
-                    f"it converts floating values to {tensor.dtype}, which has no mpmath rule",
-                    "Pass oracle='fp64' or oracle=<callable>",
-                )
-            if values.shape != tuple(tensor.shape):
-                raise InternalError(
-                    f"the mpmath rule of {func} gave shape {values.shape}, the operation "
-                    f"{tuple(tensor.shape)}",
-                    record={"func": str(func), "args": args, "kwargs": kwargs},
-                )
-            self._shadows[tensor] = values
-            storage = tensor.untyped_storage().data_ptr()
-            for source in tree_flatten((args, kwargs))[0]:
-                if source is tensor or not _is_inexact(source):
-                    continue
-                if source.untyped_storage().data_ptr() == storage:
-                    self._views.setdefault(source, []).append(weakref.ref(tensor))
-                    self._views.setdefault(tensor, []).append(weakref.ref(source))
+    def scalar(self, value: float) -> Any:
+        return mpmath.mpf(value)
 
 
 def evaluate(reference: Callable[..., Any], args: tuple[Any, ...], dps: int) -> Any:
