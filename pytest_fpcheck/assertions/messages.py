@@ -1,5 +1,6 @@
-"""Every failure message of pytest-fpcheck, built by pure functions in one layout
-(STYLE principle 5):
+"""The one failure-message layout of pytest-fpcheck, as small pure functions over plain data
+(STYLE principle 5). A result object assembles its message from these lines and the module knows
+no result class: a verdict (:meth:`~pytest_fpcheck.assertions.verdict.Verdict.report`) gives
 
     <headline: what was compared and the verdict>
     <k / n (p%) elements ...>
@@ -11,8 +12,9 @@
     notes: ...
     plain allclose (rtol=..., atol=...): <what it would have said>
 
-A failed dual-delta test (:func:`dual_delta_message`) has the same headline form, then the
-result's summary table:
+and a failed dual-delta test
+(:meth:`~pytest_fpcheck.dualdelta.result.DualDeltaResult.failure_message`) has the same headline
+form, then the result's summary table:
 
     fpcheck dual-delta <'custom_less_accurate'>, <'custom_less_stable'>: custom C is
     significantly less accurate and less stable than reference R (alpha = A).
@@ -24,36 +26,33 @@ result's summary table:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
 
 from ..errors import InvalidArgument
-
-if TYPE_CHECKING:
-    from ..dualdelta.result import DualDeltaResult
-    from .verdict import Allclose, Offender, Verdict
 
 __all__ = [
     "allclose_line",
     "count_line",
-    "dual_delta_message",
+    "excess_line",
+    "headline",
+    "index_text",
+    "message",
     "offender_line",
-    "verdict_message",
+    "offender_lines",
     "with_user_message",
 ]
 
-_HEADLINES = {
-    "exact": "exact: actual equals expected element for element",
-    "roundoff": "Type-I (round-off): the difference is within the round-off that the computation of actual can produce",
-    "close": "within rtol/atol, but unproven: no round-off bounds were recorded for actual",
-    "bug": "Type-II (bug): the difference is more than round-off can explain",
-}
 
-
-def _index(index: tuple[int, ...] | None) -> str:
+def index_text(index: tuple[int, ...] | None) -> str:
+    """An element index as Python writes a tuple (``(3,)``, ``(1, 2)``); ``-`` for none."""
     if index is None:
         return "-"
     return "(" + ", ".join(str(i) for i in index) + ("," if len(index) == 1 else "") + ")"
+
+
+def headline(what: str, kinds: Sequence[str], text: str) -> str:
+    """``fpcheck <what> <'kind'>, ...: <text>.``: the first line of every failure message."""
+    return f"fpcheck {what} {', '.join(repr(kind) for kind in kinds)}: {text}."
 
 
 def count_line(k: int, n: int, what: str) -> str:
@@ -62,101 +61,58 @@ def count_line(k: int, n: int, what: str) -> str:
     return f"{k} / {n} ({percent:.3g}%) {what}"
 
 
-def offender_line(offender: Offender, *, with_enclosure: bool = True) -> str:
-    text = (
-        f"{_index(offender.position)}: actual={offender.actual!r}, expected={offender.expected!r}"
-    )
-    if with_enclosure:
-        text += f", enclosure=[{offender.lo!r}, {offender.hi!r}]"
+def offender_line(
+    position: tuple[int, ...] | None,
+    actual: float,
+    expected: float,
+    enclosure: tuple[float, float] | None = None,
+) -> str:
+    """``I: actual=..., expected=...`` and, when given, ``, enclosure=[lo, hi]``."""
+    text = f"{index_text(position)}: actual={actual!r}, expected={expected!r}"
+    if enclosure is not None:
+        text += f", enclosure=[{enclosure[0]!r}, {enclosure[1]!r}]"
     return text
 
 
-def allclose_line(close: Allclose) -> str:
+def offender_lines(lines: Iterable[str]) -> list[str]:
+    """The ``first offenders:`` block of already formatted offender lines (none: no block)."""
+    indented = ["  " + line for line in lines]
+    return ["first offenders:", *indented] if indented else []
+
+
+def excess_line(absolute: float, radii: float, ulps: float, format_name: str) -> str:
+    """How far the worst element lies outside: absolute, in radii of the enclosure, in ULPs."""
+    return f"  outside by {absolute:.6g} = {radii:.4g} radii = {ulps:.4g} ULP ({format_name})"
+
+
+def allclose_line(
+    *,
+    rtol: float,
+    atol: float,
+    mismatched: int,
+    total: int,
+    greatest_absolute: float,
+    greatest_absolute_index: tuple[int, ...] | None,
+    greatest_relative: float,
+    greatest_relative_index: tuple[int, ...] | None,
+) -> str:
     """What plain allclose would have said."""
-    head = f"plain allclose (rtol={close.rtol:g}, atol={close.atol:g}): "
-    if close.passed:
+    head = f"plain allclose (rtol={rtol:g}, atol={atol:g}): "
+    if mismatched == 0:
         return head + "would have passed"
     return (
         head
         + "would have failed, "
-        + count_line(close.mismatched, close.total, "mismatched")
-        + f"; greatest absolute difference {close.greatest_absolute:.6g} at "
-        f"{_index(close.greatest_absolute_index)}, greatest relative difference "
-        f"{close.greatest_relative:.6g} at {_index(close.greatest_relative_index)}"
+        + count_line(mismatched, total, "mismatched")
+        + f"; greatest absolute difference {greatest_absolute:.6g} at "
+        f"{index_text(greatest_absolute_index)}, greatest relative difference "
+        f"{greatest_relative:.6g} at {index_text(greatest_relative_index)}"
     )
 
 
-_FALLBACK_BUG = (
-    "outside rtol/atol; no round-off bounds were recorded for actual, so this is a tolerance "
-    "failure, not a proof of a bug (compute actual inside fp.track() for a verdict)"
-)
-
-
-def verdict_message(verdict: Verdict) -> str:
-    """The full text of a verdict (see the module docstring for the layout)."""
-    headline = (
-        _FALLBACK_BUG if verdict.fallback and verdict.kind == "bug" else _HEADLINES[verdict.kind]
-    )
-    lines = [f"fpcheck verdict {verdict.kind!r}: {headline}."]
-    if verdict.fallback:
-        lines.append(count_line(verdict.outside, verdict.total, "elements outside rtol/atol"))
-    elif verdict.two_sided:
-        lines.append(
-            count_line(
-                verdict.outside,
-                verdict.total,
-                "elements where the enclosures of actual and expected are disjoint",
-            )
-        )
-    else:
-        lines.append(
-            count_line(
-                verdict.outside,
-                verdict.total,
-                "expected elements outside the round-off enclosure of actual",
-            )
-        )
-    if verdict.nonfinite_mismatches:
-        lines.append(f"NaN/Inf positions differ at {verdict.nonfinite_mismatches} of them")
-    if verdict.worst is not None:
-        lines.append(
-            "worst at index " + offender_line(verdict.worst, with_enclosure=not verdict.fallback)
-        )
-        if verdict.worst_excess is not None:
-            excess = verdict.worst_excess
-            lines.append(
-                f"  outside by {excess.absolute:.6g} = {excess.radii:.4g} radii = {excess.ulps:.4g} ULP ({verdict.format.name})"
-            )
-    if verdict.offenders:
-        lines.append("first offenders:")
-        lines.extend(
-            "  " + offender_line(o, with_enclosure=not verdict.fallback) for o in verdict.offenders
-        )
-    if verdict.tightness is not None:
-        lines.append(
-            f"enclosure: median radius {verdict.tightness:.3g} ULP ({verdict.format.name})"
-        )
-    if verdict.provenance:
-        lines.append(f"widest provenance: {verdict.provenance}")
-    for note in verdict.notes:
-        lines.append(f"note: {note}")
-    lines.append(allclose_line(verdict.allclose))
+def message(lines: Iterable[str]) -> str:
+    """The lines of a message as one text."""
     return "\n".join(lines)
-
-
-#: the dual-delta verdicts that fail a test, and what they say of the custom implementation
-_WORSE = {"custom_less_accurate": "less accurate", "custom_less_stable": "less stable"}
-
-
-def dual_delta_message(result: DualDeltaResult) -> str:
-    """The text of a failed dual-delta test (see the module docstring for the layout)."""
-    failing = [v for v in (result.accuracy, result.stability) if v in _WORSE]
-    headline = (
-        f"fpcheck dual-delta {', '.join(repr(v) for v in failing)}: custom {result.custom} is "
-        f"significantly {' and '.join(_WORSE[v] for v in failing)} than reference "
-        f"{result.reference} (alpha = {result.alpha:g})."
-    )
-    return f"{headline}\n\n{result.summary()}"
 
 
 def with_user_message(text: str, msg: str | Callable[[str], str] | None) -> str:

@@ -27,10 +27,23 @@ from ..adapters import as_float64, is_torch_tensor, storage_format
 from ..errors import InternalError, InvalidArgument
 from ..formats import Format, ulp
 from ..interval.bounds import Bounds, contains
+from . import messages
 
 __all__ = ["KINDS", "Excess", "Offender", "Verdict", "classify", "default_tolerances"]
 
 KINDS = ("exact", "roundoff", "close", "bug")
+
+#: what the headline of a failure message says of each kind
+_HEADLINES = {
+    "exact": "exact: actual equals expected element for element",
+    "roundoff": "Type-I (round-off): the difference is within the round-off that the computation of actual can produce",
+    "close": "within rtol/atol, but unproven: no round-off bounds were recorded for actual",
+    "bug": "Type-II (bug): the difference is more than round-off can explain",
+}
+_FALLBACK_BUG = (
+    "outside rtol/atol; no round-off bounds were recorded for actual, so this is a tolerance "
+    "failure, not a proof of a bug (compute actual inside fp.track() for a verdict)"
+)
 
 # torch.testing's defaults (torch/testing/_comparison.py); float8 has none there, so one
 # unit round-off of the format is used.
@@ -113,10 +126,57 @@ class Verdict:
         return self.kind != "bug"
 
     def report(self) -> str:
-        """The verdict as text, in the layout of every failure message."""
-        from .messages import verdict_message
+        """The verdict as text, in the layout of every failure message
+        (:mod:`~pytest_fpcheck.assertions.messages`)."""
+        text = _FALLBACK_BUG if self.fallback and self.kind == "bug" else _HEADLINES[self.kind]
+        lines = [messages.headline("verdict", [self.kind], text)]
+        lines.append(messages.count_line(self.outside, self.total, self._counted()))
+        if self.nonfinite_mismatches:
+            lines.append(f"NaN/Inf positions differ at {self.nonfinite_mismatches} of them")
+        if self.worst is not None:
+            lines.append("worst at index " + self._offender_line(self.worst))
+            if self.worst_excess is not None:
+                excess = self.worst_excess
+                lines.append(
+                    messages.excess_line(
+                        excess.absolute, excess.radii, excess.ulps, self.format.name
+                    )
+                )
+        lines += messages.offender_lines(self._offender_line(o) for o in self.offenders)
+        if self.tightness is not None:
+            lines.append(f"enclosure: median radius {self.tightness:.3g} ULP ({self.format.name})")
+        if self.provenance:
+            lines.append(f"widest provenance: {self.provenance}")
+        lines += [f"note: {note}" for note in self.notes]
+        close = self.allclose
+        lines.append(
+            messages.allclose_line(
+                rtol=close.rtol,
+                atol=close.atol,
+                mismatched=close.mismatched,
+                total=close.total,
+                greatest_absolute=close.greatest_absolute,
+                greatest_absolute_index=close.greatest_absolute_index,
+                greatest_relative=close.greatest_relative,
+                greatest_relative_index=close.greatest_relative_index,
+            )
+        )
+        return messages.message(lines)
 
-        return verdict_message(self)
+    def _counted(self) -> str:
+        """What the count line counts."""
+        if self.fallback:
+            return "elements outside rtol/atol"
+        if self.two_sided:
+            return "elements where the enclosures of actual and expected are disjoint"
+        return "expected elements outside the round-off enclosure of actual"
+
+    def _offender_line(self, offender: Offender) -> str:
+        """One element; a tolerance comparison (no bounds) has no enclosure to show."""
+        enclosure = None if self.fallback else (offender.lo, offender.hi)
+        return messages.offender_line(
+            offender.position, offender.actual, offender.expected, enclosure
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable summary (for the run report)."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..assertions import messages
 from .statistics import MeanRatio, TestResult, json_value
 
 __all__ = ["DualDeltaResult"]
@@ -26,6 +27,8 @@ _DIRECTION = {
     "custom_less_stable": "greater",
     "custom_more_stable": "less",
 }
+#: the verdicts that fail a test, and what they say of the custom implementation
+_WORSE = {"custom_less_accurate": "less accurate", "custom_less_stable": "less stable"}
 
 
 def _number(value: float | None, spec: str, width: int = 0) -> str:
@@ -123,11 +126,17 @@ class DualDeltaResult:
         return "\n".join(lines)
 
     def failure_message(self) -> str:
-        """The message of :class:`~pytest_fpcheck.errors.DualDeltaFailure`
-        (:func:`~pytest_fpcheck.assertions.messages.dual_delta_message`)."""
-        from ..assertions.messages import dual_delta_message
-
-        return dual_delta_message(self)
+        """The message of :class:`~pytest_fpcheck.errors.DualDeltaFailure`: the headline of
+        every failure message (:mod:`~pytest_fpcheck.assertions.messages`), then
+        :meth:`summary`."""
+        failing = [v for v in (self.accuracy, self.stability) if v in _WORSE]
+        text = (
+            f"custom {self.custom} is significantly {' and '.join(_WORSE[v] for v in failing)} "
+            f"than reference {self.reference} (alpha = {self.alpha:g})"
+        )
+        return messages.message(
+            [messages.headline("dual-delta", failing, text), "", self.summary()]
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-serialisable values (non-finite numbers as None)."""
