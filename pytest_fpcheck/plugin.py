@@ -9,7 +9,11 @@ The run report (:mod:`pytest_fpcheck.report`) collects, per test, the verdicts m
 results published (:mod:`pytest_fpcheck.report.sink`) under ``--fpcheck``, the appearances of
 the non-finite watch, and every ``dual_delta`` marker's comparison. Under pytest-xdist each
 worker hands its part to the controller through ``config.workeroutput``; the controller merges
-the parts in ``pytest_testnodedown`` and alone prints the summary and writes the report.
+the parts in ``pytest_testnodedown`` and alone prints the summary and writes the report. With
+``--fpcheck-report`` the report also holds every test's outcome, duration and, for a failure, its
+traceback and captured output (``pytest_runtest_logreport``, on the process that writes it).
+When pytest-html is loaded, each test's findings appear in its page too (an ``fpcheck`` column
+and an extra with the details), through pytest-html's own hooks.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ if TYPE_CHECKING:
 SETTINGS_KEY = pytest.StashKey[Settings]()
 REPORT_KEY = pytest.StashKey["RunReport"]()
 REPORT_PATH_KEY = pytest.StashKey["Path | None"]()
+TESTS_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()  # tests whose phases are under way
+FOUND_KEY = pytest.StashKey[dict[str, list[tuple[str, dict[str, Any]]]]]()  # for pytest-html
+SOURCES_KEY = pytest.StashKey[dict[str, str]]()  # file name -> path relative to the rootdir
+STARTED_KEY = pytest.StashKey[float]()
 DUAL_DELTA_KEY = pytest.StashKey[Any]()
 DUAL_DELTA_RERUN_KEY = pytest.StashKey[Any]()
 _CASE = "_fpcheck_dual_delta_case"
@@ -78,11 +86,18 @@ def pytest_configure(config: pytest.Config) -> None:
             raw[option.field] = flag_value
         elif ini_value not in (None, "", []):
             raw[option.field] = ini_value
+    import time
+
+    config.stash[STARTED_KEY] = time.monotonic()
     try:
         config.stash[SETTINGS_KEY] = Settings.from_text(raw)
         config.stash[REPORT_PATH_KEY] = _report_path(config.getoption("fpcheck_report"))
     except InvalidArgument as error:
         raise pytest.UsageError(f"pytest-fpcheck: {error}") from None
+    if config.stash[REPORT_PATH_KEY] is not None and not _is_worker(config):
+        config.pluginmanager.register(_TestOutcomes(config), "fpcheck-test-outcomes")
+    if config.pluginmanager.hasplugin("html"):
+        config.stash[FOUND_KEY] = {}
 
 
 def _report_path(value: str | None) -> Path | None:
@@ -157,7 +172,7 @@ def _add_dual_delta(
     report_path = config.stash.get(REPORT_PATH_KEY, None)
     if report_path is not None:
         record["plot"] = _plot_beside(report_path, test_id, result)
-    _report(config).add_dual_delta(test_id, record)
+    _add_entry(config, "dual_deltas", test_id, record)
 
 
 def _plot_beside(report_path: Path, test_id: str, result: Any) -> str | None:
@@ -202,6 +217,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     settings = item.config.stash[SETTINGS_KEY]
     test_settings = settings_for(item)
     watch = None
+    escaped: BaseException | None = None
     with ExitStack() as stack:
         verdicts = stack.enter_context(collecting())
         published = stack.enter_context(collecting_results())
@@ -216,15 +232,19 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         try:
             outcome = yield
         except (RoundoffMismatch, DualDeltaFailure) as failure:
+            escaped = failure
             if test_settings.isolate:
                 kept = len(verdicts), len(published)
                 _add_isolation(item, failure, item.runtest)
                 del verdicts[kept[0] :]  # the re-runs' own verdicts stay out of the report
                 del published[kept[1] :]
             raise
+        except BaseException as failure:
+            escaped = failure
+            raise
         finally:
             if settings.enabled and (verdicts or published):
-                _add_results(item, verdicts, published)
+                _add_results(item, verdicts, published, escaped)
     if watch is not None:
         _judge_appearances(item, watch, test_settings.nonfinite)
     result = item.stash.get(DUAL_DELTA_KEY, None)
@@ -248,24 +268,69 @@ def _add_isolation(item: pytest.Item, failure: AssertionError, call: Any) -> Non
     if item.config.stash[SETTINGS_KEY].enabled:
         from .report.records import record_of
 
-        _report(item.config).add(
-            "isolations", item.nodeid, record_of("isolations", isolation, {"enhance": "float64"})
-        )
+        record = record_of("isolations", isolation, {"enhance": "float64"})
+        _add_entry(item.config, "isolations", item.nodeid, record)
 
 
-def _add_results(item: pytest.Item, verdicts: list[Any], published: list[Any]) -> None:
-    """Report what a test made: its verdicts, then each published result as its kind's record
-    (a dual-delta result with its figure)."""
-    from .report.records import record_of
+def _add_results(
+    item: pytest.Item, verdicts: Any, published: list[Any], escaped: BaseException | None
+) -> None:
+    """Report what a test made: its verdicts (a bug whose RoundoffMismatch did not escape the
+    test was caught: ``caught``), then each published result as its kind's record (a
+    dual-delta result with its figure)."""
+    from .report.records import provenance_sites, record_of, verdict_record
 
-    report = _report(item.config)
+    uncaught = set()
+    while escaped is not None:  # the failure, and what it was raised from or during
+        if isinstance(escaped, RoundoffMismatch):
+            uncaught.add(id(escaped.verdict))
+        escaped = escaped.__cause__ or escaped.__context__
+    elements = getattr(verdicts, "elements", {})
+    resolve = functools.partial(_source_path, item)
     for verdict in verdicts:
-        report.add_verdict(item.nodeid, verdict.to_dict())
+        record = verdict_record(verdict)
+        if verdict.kind == "bug" and id(verdict) not in uncaught:
+            record["caught"] = True
+        sites = provenance_sites(verdict.provenance, resolve)
+        if sites:
+            record["provenance_sites"] = sites
+        if id(verdict) in elements:
+            record["points"] = elements[id(verdict)]
+        _add_entry(item.config, "verdicts", item.nodeid, record)
     for kind, result, context in published:
         if kind == "dual_deltas":
             _add_dual_delta(item.config, item.nodeid, result, context)
         else:
-            report.add(kind, item.nodeid, record_of(kind, result, context))
+            _add_entry(item.config, kind, item.nodeid, record_of(kind, result, context))
+
+
+def _add_entry(config: pytest.Config, kind: str, test_id: str, record: dict[str, Any]) -> None:
+    """Add one entry to the run report, and keep it for the test's pytest-html row."""
+    _report(config).add(kind, test_id, record)
+    if FOUND_KEY in config.stash:
+        config.stash[FOUND_KEY].setdefault(test_id, []).append((kind, record))
+
+
+def _source_path(item: pytest.Item, name: str) -> str | None:
+    """The rootdir-relative path of the source file called ``name`` in a provenance site: the
+    test's own file, or the one module imported from under the rootdir with that name."""
+    import os
+
+    known = item.config.stash.setdefault(SOURCES_KEY, {})
+    if name in known:
+        return known[name]
+    rootdir = item.config.rootpath
+    candidates = {item.path} if item.path.name == name else set()
+    if not candidates:
+        for module in list(sys.modules.values()):
+            file = getattr(module, "__file__", None)
+            if file and os.path.basename(file) == name:
+                candidates.add(Path(file).resolve())
+    inside = [path for path in candidates if path.is_relative_to(rootdir)]
+    if len(inside) != 1:
+        return None
+    known[name] = inside[0].relative_to(rootdir).as_posix()
+    return known[name]
 
 
 #: What counts as a non-finite value for fpcheck_nonfinite (subnormals are finite: the watch
@@ -305,9 +370,8 @@ def _judge_appearances(item: pytest.Item, watch: Any, mode: str) -> None:
         return
     from .report.records import appearance_record
 
-    report = _report(item.config)
     for event in appeared:
-        report.add_appearance(item.nodeid, appearance_record(event))
+        _add_entry(item.config, "appearances", item.nodeid, appearance_record(event))
     text = "non-finite values appeared in this test:\n" + "\n".join(
         f"  {event.summary()}" for event in appeared
     )
@@ -338,17 +402,22 @@ def _is_worker(config: pytest.Config) -> bool:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """One table per kind of result (bugs and appearances first), 100 columns wide; -v widens
-    the tables and lists every row. Entries exist only under --fpcheck or a dual_delta marker."""
-    if REPORT_KEY not in config.stash or _is_worker(config):
+    the tables and lists every row. Entries exist only under --fpcheck or a dual_delta marker.
+    Last, the path of the report written (relative to the current directory when below it)."""
+    if _is_worker(config):
         return
     from .report.terminal import sections
 
     wide = config.get_verbosity() > 0
-    report = config.stash[REPORT_KEY]
-    for title, lines in sections(report.entries, width=160 if wide else 100, wide=wide):
+    entries = config.stash[REPORT_KEY].entries if REPORT_KEY in config.stash else {}
+    for title, lines in sections(entries, width=160 if wide else 100, wide=wide):
         terminalreporter.write_sep("=", f"fpcheck: {title}")
         for line in lines:
             terminalreporter.write_line(line)
+    path = config.stash.get(REPORT_PATH_KEY, None)
+    if path is not None and path.is_file():
+        shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+        terminalreporter.write_line(f"fpcheck: run report written to {shown}")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -369,14 +438,115 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     path = config.stash.get(REPORT_PATH_KEY, None)
     if path is None:
         return
+    import time
+
     from .environment import numeric_environment
 
+    report = _report(config)
+    for test_id, record in config.stash.get(TESTS_KEY, {}).items():  # an interrupted run's
+        report.add_test(test_id, record)
     settings = config.stash[SETTINGS_KEY]
-    _report(config).write(
+    report.write(
         path,
         environment=numeric_environment(import_torch=settings.enabled).to_dict(),
         settings=dataclasses.asdict(settings),
+        run={
+            "rootdir": str(config.rootpath),
+            "duration": round(time.monotonic() - config.stash[STARTED_KEY], 3),
+            "exitstatus": int(session.exitstatus),
+        },
     )
+
+
+#: the longest captured section or traceback a test record keeps (its end)
+_TEXT_LIMIT = 20_000
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= _TEXT_LIMIT else "[...]\n" + text[-_TEXT_LIMIT:]
+
+
+class _TestOutcomes:
+    """--fpcheck-report: gathers each test's outcome over its phases (setup, call, teardown) on
+    the process that writes the report (under xdist the controller receives every phase).
+    Registered by ``pytest_configure`` then only."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        under_way = self.config.stash.setdefault(TESTS_KEY, {})
+        path, line, _ = report.location
+        record = under_way.setdefault(
+            report.nodeid,
+            {"outcome": "passed", "duration": 0.0, "location": {"path": path, "line": _line(line)}},
+        )
+        record["duration"] += report.duration
+        _phase_outcome(record, report)
+        if report.when == "teardown":
+            _report(self.config).add_test(report.nodeid, under_way.pop(report.nodeid))
+
+
+def _line(line: int | None) -> int | None:
+    """pytest's 0-based line as a 1-based one."""
+    return None if line is None else line + 1
+
+
+def _phase_outcome(record: dict[str, Any], report: pytest.TestReport) -> None:
+    """The outcome of a test so far, after one more phase's report."""
+    xfail = getattr(report, "wasxfail", None)
+    if report.failed:
+        failed = "failed" if report.when == "call" else "error"
+        record["outcome"] = failed if record["outcome"] != "failed" else "failed"
+        record.setdefault("when", report.when)
+        earlier = record.get("traceback", "")
+        record["traceback"] = _tail(earlier + ("\n\n" if earlier else "") + report.longreprtext)
+        record["output"] = [
+            {"name": name, "text": _tail(text)} for name, text in report.sections if text
+        ]
+    elif report.skipped:
+        record["outcome"] = "xfailed" if xfail is not None else "skipped"
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(xfail or "")
+        record["reason"] = str(xfail) if xfail else reason.removeprefix("Skipped: ")
+    elif report.when == "call" and xfail is not None:
+        record["outcome"] = "xpassed"
+        record["reason"] = str(xfail)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
+    """With pytest-html: the test's findings ride on its report (``fpcheck``, and an HTML
+    extra with their details), so that they reach pytest-html's page, through xdist too."""
+    report = yield
+    found = item.config.stash.get(FOUND_KEY, {}).pop(item.nodeid, None) if (
+        report.when == "call"
+    ) else None
+    if found:
+        from .report.html import findings_fragment, findings_summary
+
+        report.fpcheck = findings_summary(found)
+        extras = list(getattr(report, "extras", []))
+        extras.append(
+            {"name": "fpcheck", "format_type": "html", "content": findings_fragment(found),
+             "mime_type": None, "extension": None}
+        )  # fmt: skip
+        report.extras = extras
+    return report
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_table_header(cells: list[str]) -> None:
+    """pytest-html: an ``fpcheck`` column after the test's id."""
+    cells.insert(2, '<th class="sortable" data-column-type="fpcheck">fpcheck</th>')
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
+    """pytest-html: the test's findings (``2 verdicts: 1 bug, 1 roundoff``), or nothing."""
+    from html import escape
+
+    cells.insert(2, f'<td class="col-fpcheck">{escape(getattr(report, "fpcheck", ""))}</td>')
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -39,9 +39,12 @@ def assert_roundoff_close(
         atol=atol,
         equal_nan=equal_nan,
     )
+    from ..report.points import element_points
     from .record import record_verdict
 
-    record_verdict(verdict)
+    record_verdict(
+        verdict, lambda: element_points(verdict, actual, expected, bounds, expected_bounds)
+    )
     if verdict.kind == "bug":
         raise RoundoffMismatch(with_user_message(verdict.report(), msg), verdict) from None
     return verdict

@@ -10,6 +10,8 @@ record and win over what the object says.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,9 +21,11 @@ __all__ = [
     "appearance_record",
     "isolation_record",
     "probe_record",
+    "provenance_sites",
     "record_of",
     "site_record",
     "tree_record",
+    "verdict_record",
 ]
 
 _SITE_FIELDS = ("op", "module_path", "location", "source_line")
@@ -110,13 +114,95 @@ def probe_record(features: Any, **context: Any) -> dict[str, Any]:
     return {**record, **context}
 
 
-def _verdict_record(verdict: Any, **context: Any) -> dict[str, Any]:
-    return {**_to_dict(verdict), **context}
+def _element(offender: Any) -> dict[str, Any]:
+    """An Offender (position, actual, expected, lo, hi) as a record; a fallback verdict's
+    enclosure ends are NaN (it has none): null here."""
+    position, actual, expected, lo, hi = offender
+    known = not (math.isnan(lo) and math.isnan(hi))
+    return {
+        "index": [int(i) for i in position],
+        "actual": float(actual),
+        "expected": float(expected),
+        "lo": float(lo) if known else None,
+        "hi": float(hi) if known else None,
+    }
+
+
+def _allclose_record(allclose: Any) -> dict[str, Any]:
+    def index(value: Any) -> list[int] | None:
+        return None if value is None else [int(i) for i in value]
+
+    return {
+        "rtol": allclose.rtol,
+        "atol": allclose.atol,
+        "mismatched": allclose.mismatched,
+        "total": allclose.total,
+        "greatest_absolute": allclose.greatest_absolute,
+        "greatest_absolute_index": index(allclose.greatest_absolute_index),
+        "greatest_relative": allclose.greatest_relative,
+        "greatest_relative_index": index(allclose.greatest_relative_index),
+    }
+
+
+def verdict_record(verdict: Any, **context: Any) -> dict[str, Any]:
+    """A Verdict as a ``verdicts`` record: its ``to_dict()``, and what the terminal message
+    shows besides: the worst element (``worst``: index, actual, expected, enclosure), the first
+    offenders, the allclose tolerances and mismatches, the non-finite mismatches."""
+    record = _to_dict(verdict)
+    worst = getattr(verdict, "worst", None)
+    if worst is not None:
+        record["worst"] = _element(worst)
+    offenders = getattr(verdict, "offenders", ())
+    if offenders:
+        record["offenders"] = [_element(offender) for offender in offenders]
+    allclose = getattr(verdict, "allclose", None)
+    if allclose is not None:
+        record["allclose"] = _allclose_record(allclose)
+    if getattr(verdict, "nonfinite_mismatches", 0):
+        record["nonfinite_mismatches"] = verdict.nonfinite_mismatches
+    return {**record, **context}
+
+
+def _dual_delta_record(result: Any, **context: Any) -> dict[str, Any]:
+    return {**_to_dict(result), **context}
+
+
+_SITE = re.compile(
+    r"^(?P<op>\S+)(?: at (?P<file>[^\s:]+):(?P<line>\d+))?(?: in (?P<module>\S+))?"
+    r" \(\+(?P<widening>[^)]+)\)$"
+)
+
+
+def provenance_sites(
+    provenance: str, resolve: Callable[[str], str | None] = lambda name: None
+) -> list[dict[str, Any]]:
+    """A verdict's provenance text (``aten.mm at model.py:3 in MLP.0 (+0.0312); ...``) as one
+    record per site: ``site`` (its text), ``op``, ``file`` and ``line``, ``module``,
+    ``widening`` (the radius it added), and ``path``: the file relative to the rootdir, as
+    ``resolve(file)`` finds it (None when it cannot). A site of another shape keeps only its
+    ``site``; a text without any site ("no operation widened it ...") gives []."""
+    sites: list[dict[str, Any]] = []
+    for text in provenance.split("; "):
+        found = _SITE.match(text)
+        if found is None:
+            sites.append({"site": text})
+            continue
+        site: dict[str, Any] = {"site": text[: text.rindex(" (+")], "op": found["op"]}
+        if found["file"]:
+            site.update(file=found["file"], line=int(found["line"]), path=resolve(found["file"]))
+        if found["module"]:
+            site["module"] = found["module"]
+        try:
+            site["widening"] = float(found["widening"])
+        except ValueError:
+            site["widening"] = found["widening"]
+        sites.append(site)
+    return sites if any("op" in site for site in sites) else []
 
 
 _RECORDERS: dict[str, Callable[..., dict[str, Any]]] = {
-    "verdicts": _verdict_record,
-    "dual_deltas": _verdict_record,
+    "verdicts": verdict_record,
+    "dual_deltas": _dual_delta_record,
     "appearances": appearance_record,
     "isolations": isolation_record,
     "probes": probe_record,
