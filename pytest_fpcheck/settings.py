@@ -18,7 +18,7 @@ from .errors import InvalidArgument
 __all__ = ["NONFINITE_MODES", "OPTIONS", "ORACLES", "Option", "Settings"]
 
 NONFINITE_MODES = ("off", "warn", "fail")
-ORACLES = ("fp64", "mpmath")
+ORACLES = ("fp64", "mpmath", "arb")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -118,7 +118,7 @@ OPTIONS: tuple[Option, ...] = (
         "fpcheck_oracle",
         "--fpcheck-oracle",
         "fp64",
-        "default oracle of dual-delta tests: fp64 or mpmath",
+        "default oracle of dual-delta tests: fp64, mpmath or arb",
         _parse_choice(ORACLES),
     ),
     Option(

@@ -11,7 +11,7 @@ import pytest
 
 import pytest_fpcheck as fp
 
-HEAVY = ("torch", "triton", "numba", "scipy", "mpmath", "hypothesis")
+HEAVY = ("torch", "triton", "numba", "scipy", "mpmath", "hypothesis", "flint")
 
 
 def run_python(code: str) -> str:

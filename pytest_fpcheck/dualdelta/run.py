@@ -119,8 +119,9 @@ def dual_delta(
     and compare the two samples (API.md section 2; Dual-Delta paper, Algorithm 1 and section 4).
 
     ``inputs``: a callable ``inputs(rng) -> tuple`` or a hypothesis strategy of tuples
-    (:mod:`~pytest_fpcheck.dualdelta.inputs`). ``oracle``: ``"fp64"``, ``"mpmath"`` or a
-    callable (:mod:`pytest_fpcheck.oracle`). ``metric``: ``"max_hybrid"``, ``"rel_norm"``,
+    (:mod:`~pytest_fpcheck.dualdelta.inputs`). ``oracle``: ``"fp64"``, ``"mpmath"``, ``"arb"``
+    (ball arithmetic where python-flint is installed, mpmath otherwise) or a callable
+    (:mod:`pytest_fpcheck.oracle`). ``metric``: ``"max_hybrid"``, ``"rel_norm"``,
     ``"max_abs"``, ``"max_ulp"`` or a callable (:mod:`~pytest_fpcheck.dualdelta.metrics`).
     The verdicts follow the rule of :mod:`~pytest_fpcheck.dualdelta.statistics` at ``alpha``.
     """

@@ -127,7 +127,7 @@ def _exact_values(tensor: torch.Tensor) -> Values:
     return host.numpy().astype(object)
 
 
-class MpmathMode(ShadowMode):
+class MpmathMode(ShadowMode):  # type: ignore[no-untyped-call]
     """ShadowMode whose shadows are mpmath numbers (module docstring); :meth:`values_of` gives
     a tensor's mpmath values."""
 

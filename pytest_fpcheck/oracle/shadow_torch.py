@@ -86,7 +86,6 @@ class ShadowMode(Float64Mode):  # type: ignore[no-untyped-call]
     """Float64Mode that also evaluates each supported operation in the subclass's arithmetic
     (module docstring); :meth:`values_of` gives a tensor's high-precision values."""
 
-    oracle_name: ClassVar[str]
     rules: ClassVar[Mapping[Any, Rule]]
     movement: ClassVar[frozenset[Any]] = MOVEMENT
     supported: ClassVar[str]

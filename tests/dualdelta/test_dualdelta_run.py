@@ -197,7 +197,7 @@ def not_callable_message(name: str, what: str) -> str:
         ({"alpha": "0.05"}, "alpha='0.05' (type str) is not valid: expected a number in the"),
         (
             {"oracle": "float128"},
-            "oracle='float128' (type str) is not valid: expected 'fp64', 'mpmath' or a callable "
+            "oracle='float128' (type str) is not valid: expected 'fp64', 'mpmath', 'arb' or a callable "
             "oracle(*args) returning the exact result.",
         ),
         (

@@ -148,7 +148,7 @@ def test_resolve_oracle_names_and_callables() -> None:
     assert resolve_oracle("fp64", exact).__name__ == "fp64(exact)"
     assert resolve_oracle("mpmath", exact).__name__ == "mpmath(exact, dps=40)"
     message = (
-        "oracle='fp32' (type str) is not valid: expected 'fp64', 'mpmath' or a callable "
+        "oracle='fp32' (type str) is not valid: expected 'fp64', 'mpmath', 'arb' or a callable "
         "oracle(*args) returning the exact result."
     )
     with pytest.raises(InvalidArgument, match=re.escape(message)):
