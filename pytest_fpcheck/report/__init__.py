@@ -6,6 +6,6 @@ records made from result objects (:mod:`.records`) and the per-test collection (
 from __future__ import annotations
 
 from .kinds import KINDS, Kind
-from .model import SCHEMA, SCHEMA_NAME, SCHEMA_VERSION, RunReport
+from .model import SCHEMA, SCHEMA_NAME, SCHEMA_VERSION, RunReport, read_document
 
-__all__ = ["KINDS", "SCHEMA", "SCHEMA_NAME", "SCHEMA_VERSION", "Kind", "RunReport"]
+__all__ = ["KINDS", "SCHEMA", "SCHEMA_NAME", "SCHEMA_VERSION", "Kind", "RunReport", "read_document"]

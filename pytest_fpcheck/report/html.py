@@ -38,11 +38,13 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidArgument
 from .kinds import KINDS, OUTCOMES, TESTS, Kind, number, shape_text
 
 __all__ = [
     "LABELS",
     "VERDICT_PARTS",
+    "embedded",
     "findings_fragment",
     "findings_summary",
     "page_data",
@@ -889,8 +891,18 @@ def _packed(value: Any) -> str:
 
 
 def unpack(text: str) -> Any:
-    """The value :func:`_packed` embedded (for tools that read a page's data)."""
+    """The value :func:`_packed` embedded."""
     return json.loads(gzip.decompress(base64.b64decode(text)).decode("utf-8"))
+
+
+def embedded(page: str, element: str = "fpcheck-report") -> Any:
+    """What a page embeds: the report document (``element="fpcheck-report"``) or the view
+    the script draws (``"fpcheck-view"``)."""
+    start = page.find(f'id="{element}"')
+    if start < 0:
+        raise InvalidArgument("element", element, "the id of a data element of the page")
+    start = page.index(">", start) + 1
+    return unpack(page[start : page.index("<", start)])
 
 
 def render(document: Mapping[str, Any], folder: Path | None = None) -> str:

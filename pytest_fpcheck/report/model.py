@@ -32,7 +32,7 @@ from typing import Any
 from ..errors import InvalidArgument
 from .kinds import KINDS, OUTCOMES, TESTS, Kind, kind_named
 
-__all__ = ["SCHEMA", "SCHEMA_NAME", "SCHEMA_VERSION", "RunReport"]
+__all__ = ["SCHEMA", "SCHEMA_NAME", "SCHEMA_VERSION", "RunReport", "read_document"]
 
 SCHEMA_NAME = "pytest-fpcheck-report"
 SCHEMA_VERSION = 3
@@ -226,6 +226,19 @@ class RunReport:
         else:
             text = self.to_json(environment=environment, settings=settings, run=run)
             path.write_text(text + "\n", encoding="utf-8")
+
+
+def read_document(path: Path | str) -> dict[str, Any]:
+    """The document of a written report: the JSON file itself, or what an HTML page embeds."""
+    file = Path(path)
+    text = file.read_text(encoding="utf-8")
+    if file.suffix == ".html":
+        from .html import embedded
+
+        document: dict[str, Any] = embedded(text)
+        return document
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 def _check_record(kind: Kind, record: Any) -> None:
