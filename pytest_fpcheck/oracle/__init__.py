@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InvalidArgument
-from .fp64 import fp64_oracle
 from .exact import exact_reference
+from .fp64 import fp64_oracle
 from .mpmath_eval import DEFAULT_DPS, mpmath_oracle
 from .unsupported import UnsupportedOracleOperation
 
