@@ -58,6 +58,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "classify": ("pytest_fpcheck.assertions.verdict", "classify"),
     "Verdict": ("pytest_fpcheck.assertions.verdict", "Verdict"),
     "assert_roundoff_close": ("pytest_fpcheck.assertions.roundoff", "assert_roundoff_close"),
+    "exact_reference": ("pytest_fpcheck.oracle.exact", "exact_reference"),
 }
 
 __all__ = [
@@ -91,6 +92,7 @@ __all__ = [
     "classify",
     "dual_delta",
     "emulate",
+    "exact_reference",
     "format_of",
     "formats",
     "hull",
@@ -133,6 +135,7 @@ if TYPE_CHECKING:
     from .formats import Format as Format
     from .formats import format_of as format_of
     from .interval.bounds import Bounds as Bounds
+    from .oracle.exact import exact_reference as exact_reference
     from .tracking.track import Tracker as Tracker
     from .tracking.track import bounds_of as bounds_of
     from .tracking.track import hull as hull
