@@ -18,7 +18,11 @@ from .rounding import up
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["Bounds", "Provenance", "contains"]
+__all__ = ["MODES", "Bounds", "Estimate", "Provenance", "contains"]
+
+#: how a Bounds was obtained: proven, tighter with a documented confidence, or estimated from
+#: stochastic runs (:func:`pytest_fpcheck.stochastic.stochastic_bounds`)
+MODES = ("rigorous", "probabilistic", "stochastic")
 
 _PROVENANCE_KEPT = 5
 
@@ -62,13 +66,41 @@ def contains(
 
 
 @dataclass(frozen=True, eq=False)
+class Estimate:
+    """What the stochastic runs behind a ``mode="stochastic"`` Bounds measured, per element:
+    the samples' ``mean`` and standard deviation ``std``, CESTAC's number of significant decimal
+    ``digits`` the mean shares with the exact result; and the run: ``samples``, the family-wise
+    ``confidence`` of the interval over all ``elements``, the Student's t ``quantile`` it used,
+    and the ``seed`` that reproduces the samples."""
+
+    mean: NDArray[np.float64]
+    std: NDArray[np.float64]
+    digits: NDArray[np.float64]
+    samples: int
+    confidence: float
+    quantile: float
+    seed: int
+
+    def describe(self) -> str:
+        """One line for a verdict: how the interval was estimated."""
+        return (
+            f"stochastic arithmetic, estimated, not proven: {self.samples} randomly rounded "
+            f"runs (seed={self.seed}), interval at confidence {self.confidence:g} over all "
+            f"elements (Student's t quantile {self.quantile:.3g}, {self.samples - 1} degrees "
+            f"of freedom); median {float(np.median(self.digits)):.3g} significant digits"
+        )
+
+
+@dataclass(frozen=True, eq=False)
 class Bounds:
     """The recorded enclosure ``[lo, hi]`` of a computed array ``value``.
 
     ``lo``, ``hi`` and ``value`` are float64 NumPy arrays of the array's shape; ``dtype`` is the
     array's own dtype and ``format`` its :class:`~pytest_fpcheck.formats.Format`; ``mode`` is
-    ``"rigorous"`` or ``"probabilistic"``; ``notes`` says anything a reader of a verdict should
-    know about how the bounds were obtained.
+    ``"rigorous"``, ``"probabilistic"`` or ``"stochastic"`` (then ``estimate`` holds the
+    statistics, ``value`` is the samples' mean, and ``[lo, hi]`` holds the exact result and a
+    new run's result at the estimate's confidence: estimated, not proven); ``notes`` says
+    anything a reader of a verdict should know about how the bounds were obtained.
     """
 
     lo: NDArray[np.float64]
@@ -79,6 +111,7 @@ class Bounds:
     provenance: Provenance = field(default_factory=Provenance)
     mode: str = "rigorous"
     notes: tuple[str, ...] = ()
+    estimate: Estimate | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -1,0 +1,143 @@
+"""The rounding of an accumulation (sum, mean, matrix products, convolution), as one Gaussian term.
+
+An accumulation of ``K`` terms ``t_k`` rounds each partial sum ``s_k``. Under stochastic
+rounding each of these errors has mean 0 and variance ``g**2 f (1 - f)``; averaged over the
+fractional position and over a binade this is ``KAPPA u**2 s_k**2`` with ``u = 2**-p`` of the
+accumulator's format (``E[(g/s)**2] = 4 u**2 E[1/t**2]`` for ``|s| = t 2**e``, ``t`` in
+``[1, 2)``: ``2.16 u**2`` for a log-uniform ``t``, divided by 6). The errors are independent, so
+the result's variance is ``KAPPA u**2 sum_k s_k**2``. For terms in random order, ``s_k`` is
+``(k/K) S`` plus a bridge of variance ``k (K - k) / K**2 Q`` (``S`` the sum, ``Q = sum t_k**2``),
+and
+
+    Var = KAPPA u**2 K (S**2 / 3 + Q / 6).
+
+That is the sequential order of a GEMM's inner loop (each output element accumulated along
+``k`` in one register lane); a pairwise or cascaded sum rounds fewer times and has a smaller
+variance, so the model overstates it there. ``benchmarks/bench_stochastic.py`` measures the
+model against an addition-level emulation (one stochastic rounding per addition in the
+accumulator's format) for several lengths, orders, formats and term distributions
+(docs/performance.md).
+
+``Q`` is exact for sums, means and dot products. For matrix products it is estimated from the
+row and column norms, ``Q_ij = |a_i|**2 |b_j|**2 / K`` (exact on average for terms whose
+magnitudes are unrelated; a product dominated by few terms has a larger ``Q``, which the
+``S**2`` term then mostly carries), and for convolutions from the mean squares of the input and
+the weight. It costs ``O(MK + KN)``, never a second product.
+
+The accumulator is float32 for bfloat16, float16 and float32 results (what CPU and GPU kernels
+use) and float64 for float64 results.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["ACCUMULATIONS", "KAPPA", "accumulation_sigma"]
+
+#: the average variance of one stochastic rounding of ``s``, in units of ``u**2 s**2``
+KAPPA = 0.36
+
+
+def _variance(u: float, k: float, total: torch.Tensor, squares: torch.Tensor) -> torch.Tensor:
+    return (KAPPA * u * u * k) * (total.square() / 3 + squares / 6)
+
+
+def _sum_sigma(
+    args: tuple[Any, ...], kwargs: dict[str, Any], total: torch.Tensor, u: float, mean: bool
+) -> torch.Tensor:
+    x = args[0]
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        dims = list(range(x.dim()))
+    elif isinstance(dims, int):
+        dims = [dims]
+    count = math.prod(x.shape[d] for d in dims) if x.dim() else 1
+    squares = x.to(total.dtype).square().sum(dim=dims, keepdim=keepdim) if x.dim() else x.square()
+    if mean:
+        # the sum's error, divided by the count
+        return _variance(u, count, total * count, squares).sqrt() / max(count, 1)
+    return _variance(u, count, total, squares).sqrt()
+
+
+def _row_squares(a: torch.Tensor) -> torch.Tensor:
+    return a.to(torch.float32 if a.dtype != torch.float64 else a.dtype).square().sum(-1)
+
+
+def _product_sigma(
+    a: torch.Tensor, b: torch.Tensor, total: torch.Tensor, u: float, scale: float = 1.0
+) -> torch.Tensor:
+    """``a @ b`` (matrices, batches of them, or a matrix and a vector)."""
+    k = a.shape[-1]
+    rows = _row_squares(a)
+    if b.dim() == 1:
+        columns = _row_squares(b)
+        squares = rows * columns / k
+    else:
+        columns = _row_squares(b.transpose(-1, -2))
+        squares = rows.unsqueeze(-1) * columns.unsqueeze(-2) / k
+    return _variance(u, k, total, squares.to(total.dtype) * (scale * scale)).sqrt()
+
+
+def _alpha(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
+    return float(kwargs.get("alpha", 1.0))
+
+
+def _convolution_sigma(
+    args: tuple[Any, ...], kwargs: dict[str, Any], total: torch.Tensor, u: float
+) -> torch.Tensor:
+    x, weight = args[0], args[1]
+    groups = int(args[8]) if len(args) > 8 else int(kwargs.get("groups", 1))
+    transposed = bool(args[6]) if len(args) > 6 else False
+    per_output = weight.shape[0] // groups if transposed else weight.shape[1]
+    k = per_output * math.prod(weight.shape[2:])
+    batch_dims = tuple(range(1, x.dim()))
+    x_squares = x.to(total.dtype).square().mean(dim=batch_dims)
+    w_squares = weight.to(total.dtype).square().mean()
+    squares = (x_squares * w_squares * k).view(-1, *([1] * (total.dim() - 1)))
+    return _variance(u, k, total, squares).sqrt()
+
+
+Sigma = Callable[[tuple[Any, ...], dict[str, Any], torch.Tensor, float], torch.Tensor]
+
+#: packet name -> standard deviation of the accumulation's rounding, from the (wide) arguments,
+#: the (wide) result and the accumulator's unit round-off
+ACCUMULATIONS: dict[str, Sigma] = {
+    "aten.sum": lambda args, kwargs, total, u: _sum_sigma(args, kwargs, total, u, mean=False),
+    "aten.mean": lambda args, kwargs, total, u: _sum_sigma(args, kwargs, total, u, mean=True),
+    "aten.mm": lambda args, kwargs, total, u: _product_sigma(args[0], args[1], total, u),
+    "aten.bmm": lambda args, kwargs, total, u: _product_sigma(args[0], args[1], total, u),
+    "aten.mv": lambda args, kwargs, total, u: _product_sigma(args[0], args[1], total, u),
+    "aten.addmm": lambda args, kwargs, total, u: _product_sigma(
+        args[1], args[2], total, u, _alpha(args, kwargs)
+    ),
+    "aten.baddbmm": lambda args, kwargs, total, u: _product_sigma(
+        args[1], args[2], total, u, _alpha(args, kwargs)
+    ),
+    "aten.addmv": lambda args, kwargs, total, u: _product_sigma(
+        args[1], args[2], total, u, _alpha(args, kwargs)
+    ),
+    "aten.dot": lambda args, kwargs, total, u: _variance(
+        u,
+        args[0].numel(),
+        total,
+        (args[0].to(total.dtype) * args[1].to(total.dtype)).square().sum(),
+    ).sqrt(),
+    "aten.convolution": _convolution_sigma,
+}
+
+
+def accumulation_sigma(
+    packet: str, args: tuple[Any, ...], kwargs: dict[str, Any], total: torch.Tensor, u: float
+) -> torch.Tensor | None:
+    """The standard deviation of ``packet``'s accumulation rounding per element of ``total``,
+    or None when ``packet`` is no accumulation."""
+    rule = ACCUMULATIONS.get(packet)
+    if rule is None:
+        return None
+    sigma: torch.Tensor = rule(args, kwargs, total, u)
+    return sigma.to(total.dtype)

@@ -1,0 +1,339 @@
+"""The dispatch mode of one stochastic run: every floating operation's result rounded at random.
+
+Rule (CESTAC's random rounding; Monte Carlo arithmetic as in Verificarlo, which the
+GPU-FPX/FTTN paper recommends in section 7): each ATen operation with a floating tensor operand
+is run, below autograd (so backward passes are covered without rules), and each of its floating
+results is replaced by a random rounding (:mod:`pytest_fpcheck.stochastic.rounding`) of a value
+computed in a wider format:
+
+* operands narrower than float32 (bfloat16, float16, float8) are widened to float32, the
+  operation runs in float32, and its results are rounded stochastically onto their own format
+  (the format the operation gives them in a plain run, learnt once per operation and operand
+  types);
+* float32 and float64 operations run in their own format (a float64 rerun of every float32
+  operation costs more than the run itself) and their result moves one step of its grid up or
+  down, each with probability 1/12: the stochastic rounding of an exact value placed uniformly
+  in the rounding interval of the computed one (same variance on average);
+* accumulations (sums, means, matrix products, convolutions) add, before that rounding, the
+  Gaussian term of their own rounding (their accumulator's format and length:
+  :mod:`pytest_fpcheck.stochastic.accumulation`);
+* conversions to a narrower format (``.to(torch.bfloat16)``, ``copy_`` into a narrower tensor)
+  are stochastic roundings of the source;
+* operations whose result is exact (copies, views, selections, ``relu``, ``abs``, comparisons,
+  rounding to integers, ...), random-number operations, operations without a floating operand
+  and integer or boolean results are left as they are.
+
+An operation that cannot run on widened operands (a kernel that insists on its dtypes) runs
+as it is and its results take the one-step perturbation of their own format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from ..formats import FORMATS, Format
+from .accumulation import accumulation_sigma
+from .rounding import SampleRandom, add_noise, perturb_in_place_format, round_stochastic
+
+__all__ = ["EXACT", "StochasticMode"]
+
+_FORMATS: dict[torch.dtype, Format] = {
+    getattr(torch, name): fmt for name, fmt in FORMATS.items() if hasattr(torch, name)
+}
+_FLOAT32 = FORMATS["float32"]
+_FLOAT64 = FORMATS["float64"]
+#: formats narrower than float32: computed in float32 and rounded stochastically
+_NARROW = {dtype for dtype, fmt in _FORMATS.items() if fmt.precision < _FLOAT32.precision}
+
+#: functional packet names whose floating results are exact functions of their operands
+#: (or random draws): never perturbed; names ending in ``_copy`` (view copies) too
+EXACT = frozenset(
+    {
+        "aten.abs",
+        "aten.amax",
+        "aten.amin",
+        "aten.adaptive_max_pool2d",
+        "aten.cat",
+        "aten.ceil",
+        "aten.channel_shuffle",
+        "aten.clamp",
+        "aten.clamp_max",
+        "aten.clamp_min",
+        "aten.clone",
+        "aten.constant_pad_nd",
+        "aten.contiguous",
+        "aten.cummax",
+        "aten.cummin",
+        "aten.diag_embed",
+        "aten.diagonal_scatter",
+        "aten.embedding",
+        "aten.empty_like",
+        "aten.empty_strided",
+        "aten.expand",
+        "aten.fill",
+        "aten.flip",
+        "aten.floor",
+        "aten.full_like",
+        "aten.gather",
+        "aten.hardtanh",
+        "aten.heaviside",
+        "aten.index",
+        "aten.index_select",
+        "aten.kthvalue",
+        "aten.lift_fresh",
+        "aten.masked_fill",
+        "aten.masked_scatter",
+        "aten.masked_select",
+        "aten.max",
+        "aten.max_pool2d_with_indices",
+        "aten.max_pool3d_with_indices",
+        "aten.maximum",
+        "aten.median",
+        "aten.min",
+        "aten.minimum",
+        "aten.nan_to_num",
+        "aten.neg",
+        "aten.new_empty",
+        "aten.new_empty_strided",
+        "aten.new_full",
+        "aten.new_ones",
+        "aten.new_zeros",
+        "aten.ones_like",
+        "aten.pixel_shuffle",
+        "aten.pixel_unshuffle",
+        "aten.reflection_pad1d",
+        "aten.reflection_pad2d",
+        "aten.relu",
+        "aten.repeat",
+        "aten.replication_pad1d",
+        "aten.replication_pad2d",
+        "aten.roll",
+        "aten.rot90",
+        "aten.round",
+        "aten.scatter",
+        "aten.select_scatter",
+        "aten.sgn",
+        "aten.sign",
+        "aten.slice_scatter",
+        "aten.sort",
+        "aten.take",
+        "aten.threshold",
+        "aten.threshold_backward",
+        "aten.topk",
+        "aten.tril",
+        "aten.triu",
+        "aten.trunc",
+        "aten._unsafe_view",
+        "aten.unfold",
+        "aten.zero",
+        "aten.zeros_like",
+        "aten.bernoulli",
+        "aten.exponential",
+        "aten.native_dropout",
+        "aten.normal",
+        "aten.rand_like",
+        "aten.randint_like",
+        "aten.randn_like",
+        "aten.uniform",
+    }
+)
+_CONVERSIONS = frozenset({"aten._to_copy", "aten.copy"})
+
+
+def _format(dtype: torch.dtype) -> Format | None:
+    return _FORMATS.get(dtype)
+
+
+def _narrower(target: torch.dtype, source: torch.dtype) -> bool:
+    """Does converting ``source`` to ``target`` round (fewer digits or a smaller range)?"""
+    t, s = _FORMATS[target], _FORMATS[source]
+    return t.precision < s.precision or t.emax < s.emax or t.emin > s.emin
+
+
+def _widen(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dtype in _NARROW:
+        return value.to(torch.float32)
+    if isinstance(value, torch.dtype) and value in _NARROW:
+        return torch.float32
+    return value
+
+
+def _signature(flat: list[Any]) -> tuple[Any, ...]:
+    return tuple(
+        v.dtype if isinstance(v, torch.Tensor) else (v if isinstance(v, torch.dtype) else type(v))
+        for v in flat
+    )
+
+
+class StochasticMode(TorchDispatchMode):
+    """Runs the operations of its block with random rounding, drawing from ``draw``.
+    ``ops`` counts the operations it rounded."""
+
+    def __init__(self, draw: SampleRandom) -> None:
+        super().__init__()
+        self.draw = draw
+        self.ops = 0
+        self._dtypes: dict[tuple[Any, ...], list[torch.dtype | None]] = {}
+
+    def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        packet = f"{func.namespace}.{func._opname}"
+        functional = packet.removesuffix("_")
+        schema = func._schema
+        if (
+            functional in EXACT
+            or (functional.endswith("_copy") and functional != "aten._to_copy")
+            or func.is_view
+            or (not schema.is_mutable and any(r.alias_info is not None for r in schema.returns))
+            or (functional == "aten.index_put" and not _accumulate(args, kwargs))
+        ):
+            return func(*args, **kwargs)
+        flat, _ = tree_flatten((args, kwargs))
+        floating = [v for v in flat if isinstance(v, torch.Tensor) and v.dtype in _FORMATS]
+        if not floating:
+            return func(*args, **kwargs)
+        self.ops += 1
+        if functional in _CONVERSIONS:
+            return self._convert(func, functional, args, kwargs)
+        if not any(v.dtype in _NARROW for v in floating):
+            out = func(*args, **kwargs)
+            return self._round_outputs(out, out, functional, args, kwargs, schema.is_mutable)
+        if schema.is_mutable:
+            out = func(*args, **kwargs)
+            wide_args, wide_kwargs = tree_map(_widen, (args, kwargs))
+            return self._round_outputs(
+                out, func(*wide_args, **wide_kwargs), functional, wide_args, wide_kwargs, True
+            )
+        targets = self._target_dtypes(func, flat, args, kwargs)
+        wide_args, wide_kwargs = tree_map(_widen, (args, kwargs))
+        try:
+            wide = func(*wide_args, **wide_kwargs)
+        except RuntimeError:
+            # a kernel that insists on its operand types: its own result, perturbed
+            out = func(*args, **kwargs)
+            return self._round_outputs(out, out, functional, args, kwargs, False)
+        leaves, spec = tree_flatten(wide)
+        rounded = [
+            self._round(leaf, target, functional, wide_args, wide_kwargs)
+            if isinstance(leaf, torch.Tensor) and target is not None
+            else leaf
+            for leaf, target in zip(leaves, targets, strict=True)
+        ]
+        return tree_unflatten(rounded, spec)
+
+    def _target_dtypes(
+        self,
+        func: torch._ops.OpOverload,
+        flat: list[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> list[torch.dtype | None]:
+        """The dtype of each result leaf in a plain run (None for a non-tensor), learnt once
+        per operation and operand types by running it plainly."""
+        key = (func, _signature(flat))
+        dtypes = self._dtypes.get(key)
+        if dtypes is None:
+            leaves, _ = tree_flatten(func(*args, **kwargs))
+            dtypes = [leaf.dtype if isinstance(leaf, torch.Tensor) else None for leaf in leaves]
+            self._dtypes[key] = dtypes
+        return dtypes
+
+    def _round(
+        self,
+        wide: torch.Tensor,
+        target: torch.dtype,
+        functional: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> torch.Tensor:
+        """One result computed in a wider (or its own) format, rounded at random to ``target``."""
+        fmt = _format(target)
+        if fmt is None or wide.dtype not in _FORMATS:
+            return wide.to(target) if wide.dtype != target else wide
+        accumulator = _FLOAT64 if target == torch.float64 else _FLOAT32
+        sigma = accumulation_sigma(functional, args, kwargs, wide, accumulator.unit_roundoff)
+        if wide.dtype != target and _narrower(target, wide.dtype):
+            value = wide if sigma is None else add_noise(wide, sigma, self.draw)
+            return round_stochastic(value, target, fmt, self.draw)
+        own = wide.to(target)
+        if sigma is None:
+            return perturb_in_place_format(own, self.draw)
+        if target == torch.float64:
+            return perturb_in_place_format(add_noise(own, sigma, self.draw), self.draw)
+        wider = torch.float64 if target == torch.float32 else torch.float32
+        return round_stochastic(add_noise(own.to(wider), sigma, self.draw), target, fmt, self.draw)
+
+    def _round_outputs(
+        self,
+        out: Any,
+        wide: Any,
+        functional: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        in_place: bool,
+    ) -> Any:
+        """Round each floating result of ``out`` from its counterpart in ``wide``; results of an
+        in-place or ``out=`` operation are overwritten, others replaced."""
+        leaves, spec = tree_flatten(out)
+        wide_leaves, _ = tree_flatten(wide)
+        rounded = []
+        for leaf, wide_leaf in zip(leaves, wide_leaves, strict=True):
+            if not isinstance(leaf, torch.Tensor) or leaf.dtype not in _FORMATS:
+                rounded.append(leaf)
+                continue
+            value = self._round(wide_leaf, leaf.dtype, functional, args, kwargs)
+            if in_place:
+                leaf.copy_(value)
+                rounded.append(leaf)
+            else:
+                rounded.append(value)
+        return tree_unflatten(rounded, spec)
+
+    def _convert(
+        self,
+        func: torch._ops.OpOverload,
+        functional: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """A conversion: a stochastic rounding of the source where the target is narrower."""
+        out = func(*args, **kwargs)
+        source = args[1] if functional == "aten.copy" else args[0]
+        if (
+            not isinstance(source, torch.Tensor)
+            or source.dtype not in _FORMATS
+            or out.dtype not in _FORMATS
+            or not _narrower(out.dtype, source.dtype)
+        ):
+            return out
+        wide = source.to(
+            out.device, torch.float64 if source.dtype == torch.float64 else torch.float32
+        )
+        value = round_stochastic(wide.expand(out.shape), out.dtype, _FORMATS[out.dtype], self.draw)
+        if func._schema.is_mutable:
+            out.copy_(value)
+            return out
+        return value
+
+
+def _accumulate(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    return bool(args[3] if len(args) > 3 else kwargs.get("accumulate", False))
+
+
+def run_stochastically(
+    fn: Callable[..., Any], draw: SampleRandom, *args: Any, **kwargs: Any
+) -> Any:
+    """``fn(*args, **kwargs)`` inside a :class:`StochasticMode` drawing from ``draw``."""
+    with StochasticMode(draw):
+        return fn(*args, **kwargs)

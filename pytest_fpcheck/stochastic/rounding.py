@@ -1,0 +1,167 @@
+"""Random rounding onto a format's grid, and the random numbers it draws.
+
+Stochastic rounding (SR; Monte Carlo arithmetic's "random rounding", Verificarlo, cited in the
+GPU-FPX/FTTN paper section 7, and CESTAC's random rounding mode) rounds a value ``x`` lying
+between two neighbours ``a < x < b`` of a format's grid to ``b`` with probability
+``(x - a) / (b - a)`` and to ``a`` otherwise: it is unbiased (``E[SR(x)] = x``) and its error has
+variance ``g**2 f (1 - f)`` for a gap ``g`` and a fractional position ``f``. A value on the grid
+stays where it is.
+
+Three roundings are implemented here, each exact in its arithmetic:
+
+* :func:`round_stochastic`: ``x`` (float32 or float64) onto the grid of a narrower format
+  (bfloat16, float16, float32 from float64, float8). For bfloat16 from float32, whose grid is
+  float32's with the 16 low bits cleared, a random integer below ``2**16`` is added to the bit
+  pattern and the low bits are cleared (sign and magnitude: the rounding acts on the magnitude,
+  carries reach the next binade or infinity as they should). Otherwise
+  ``floor(x / g + U) * g`` with ``g`` the gap of ``x``'s binade (``frexp``), computed exactly
+  (scaling by powers of two; ``x / g`` has at most ``p`` integer bits).
+* :func:`perturb_in_place_format`: for a result that has no wider value (the operation ran in
+  its own format), the exact value is taken as uniformly placed in the rounding
+  interval of the computed ``y``; its stochastic rounding then moves ``y`` one step of its grid
+  up or down, each with probability ``1/12``, which is the average variance ``g**2 / 6`` of a
+  stochastic rounding. Zeros and non-finite values stay.
+* accumulation noise (:func:`add_noise`): a Gaussian term of a given standard deviation per
+  element (see :mod:`pytest_fpcheck.stochastic.accumulation`).
+
+Random numbers come from pools (:class:`Pools`) generated once per seed and process from
+``numpy.random.SeedSequence((seed, kind, size))`` and read at a random offset for each
+operation (the offset comes from the sample's own generator). Reading a pool costs nothing,
+where drawing a fresh number per element costs more than the operation it rounds; two
+operations share a number only at positions their offsets pair at random, never element for
+element.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import torch
+
+from ..formats import Format
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = [
+    "Pools",
+    "SampleRandom",
+    "add_noise",
+    "perturb_in_place_format",
+    "round_stochastic",
+]
+
+_MIN_POOL = 1 << 20
+_SAME_WIDTH = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_KINDS = {"uniform": 1, "bits16": 2, "step": 3, "normal": 4}
+#: the probability of each one-step move of :func:`perturb_in_place_format` (variance g**2/6)
+STEP_PROBABILITY = 1.0 / 12.0
+
+
+def _generate(kind: str, size: int, seed: int) -> torch.Tensor:
+    generator = np.random.Generator(
+        np.random.PCG64(np.random.SeedSequence((seed, _KINDS[kind], size)))
+    )
+    array: NDArray[np.generic]
+    if kind == "uniform":
+        array = generator.random(size, dtype=np.float32)
+    elif kind == "bits16":
+        array = generator.integers(0, 1 << 16, size, dtype=np.int32)
+    elif kind == "step":
+        u = generator.random(size, dtype=np.float32)
+        array = (u >= 1 - STEP_PROBABILITY).astype(np.int8) - (u < STEP_PROBABILITY).astype(np.int8)
+    else:
+        array = generator.standard_normal(size, dtype=np.float32)
+    return torch.from_numpy(array)
+
+
+class Pools:
+    """The random pools of one seed, shared by every sample run in this process."""
+
+    _cache: ClassVar[dict[int, Pools]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.arrays: dict[str, torch.Tensor] = {}
+        self.lock = threading.Lock()
+
+    @classmethod
+    def of(cls, seed: int) -> Pools:
+        """The pools of ``seed`` (those of the last two seeds are kept)."""
+        with cls._lock:
+            pools = cls._cache.get(seed)
+            if pools is None:
+                pools = cls(seed)
+                if len(cls._cache) >= 2:
+                    cls._cache.pop(next(iter(cls._cache)))
+                cls._cache[seed] = pools
+            return pools
+
+    def pool(self, kind: str, n: int) -> torch.Tensor:
+        """A pool of ``kind`` with at least ``4 n`` numbers (grown, by powers of two, as needed;
+        its content depends only on the seed and its size)."""
+        with self.lock:
+            array = self.arrays.get(kind)
+            if array is None or array.numel() < 4 * n:
+                size = max(_MIN_POOL, 1 << (4 * n - 1).bit_length())
+                array = _generate(kind, size, self.seed)
+                self.arrays[kind] = array
+            return array
+
+
+class SampleRandom:
+    """What one sample draws: offsets into the pools, from its own generator."""
+
+    def __init__(self, pools: Pools, seed: int, index: int) -> None:
+        self.pools = pools
+        self.offsets = random.Random(f"{seed}:{index}")
+
+    def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
+        """``like.numel()`` numbers of ``kind`` in ``like``'s shape (a view of a pool)."""
+        n = like.numel()
+        pool = self.pools.pool(kind, n)
+        start = self.offsets.randrange(pool.numel() - n + 1)
+        return pool[start : start + n].view(like.shape)
+
+
+def _binade_gap(x: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """The exponent ``k - p + 1`` of the gap of ``x``'s binade in ``fmt`` (``|x|`` in
+    ``[2**k, 2**(k+1))``, ``k`` at least emin), as an integer tensor."""
+    _, exponent = torch.frexp(x)
+    return torch.clamp(exponent - 1, min=fmt.emin) - (fmt.precision - 1)
+
+
+def round_stochastic(
+    x: torch.Tensor, dtype: torch.dtype, fmt: Format, draw: SampleRandom
+) -> torch.Tensor:
+    """``x`` (float32 or float64, wider than ``fmt``) stochastically rounded onto ``fmt``'s grid,
+    as a tensor of ``dtype``. Non-finite values are converted as they are."""
+    if dtype == torch.bfloat16 and x.dtype == torch.float32:
+        bits = x.view(torch.int32) + draw.take("bits16", x)
+        rounded = torch.bitwise_and(bits, -(1 << 16)).view(torch.float32)
+        return torch.where(torch.isnan(x), x, rounded).to(dtype)  # a NaN's payload may carry
+    gap = _binade_gap(x, fmt)
+    scaled = torch.ldexp(x, -gap)
+    uniform = draw.take("uniform", x)
+    rounded = torch.floor(scaled + uniform.to(x.dtype))
+    result = torch.ldexp(rounded, gap)
+    result = torch.where(torch.isfinite(x), result, x)
+    return result.to(dtype)
+
+
+def perturb_in_place_format(y: torch.Tensor, draw: SampleRandom) -> torch.Tensor:
+    """``y`` (computed in its own format) moved one step of its grid up or down with
+    probability 1/12 each; zeros and non-finite values stay."""
+    integer = _SAME_WIDTH[y.element_size()]
+    moved = (y.view(integer) + draw.take("step", y)).to(integer).view(y.dtype)
+    keep = (y == 0) | ~torch.isfinite(moved) | ~torch.isfinite(y)
+    return torch.where(keep, y, moved)
+
+
+def add_noise(y: torch.Tensor, sigma: torch.Tensor, draw: SampleRandom) -> torch.Tensor:
+    """``y + sigma * Z`` with ``Z`` standard normal per element (in ``y``'s dtype)."""
+    return y + sigma.to(y.dtype) * draw.take("normal", y).to(y.dtype)

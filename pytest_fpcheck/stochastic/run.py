@@ -1,0 +1,207 @@
+"""``fp.stochastic_bounds``: a round-off estimate for a whole program from randomly rounded runs.
+
+CESTAC (Vignes; the CADNA library) and Monte Carlo arithmetic (Parker; Verificarlo and Verrou,
+which the GPU-FPX/FTTN paper's section 7 asks more attention for) run a program ``N`` times with
+every rounding made at random (:mod:`pytest_fpcheck.stochastic.mode`) and read the spread of the
+results. The random errors keep the correlations between values, so the estimate grows with
+depth as the real error does, where worst-case intervals multiply at every layer.
+
+Per element, from the ``N`` samples ``y_1 .. y_N``:
+
+* ``mean`` ``m`` and standard deviation ``s`` (``N - 1`` in the denominator);
+* CESTAC's significant digits ``C = log10(sqrt(N) |m| / (tau s))`` with ``tau`` Student's t
+  quantile at the requested confidence (``N - 1`` degrees of freedom), clipped to
+  ``[0, p log10 2]`` of the result's format (all digits where ``s = 0``);
+* the interval ``m -+ (t s sqrt(1 + 1/N) + ulp(m))``: Student's prediction interval for one
+  more run, which also holds the exact result (the samples are unbiased estimates of it, the
+  mean's own interval ``t s / sqrt(N)`` is narrower), widened by one unit in the last place of
+  the result's format (the gap the samples' grid cannot resolve, and the rounding of a
+  result whose samples all agree). ``t`` is the quantile at ``1 - (1 - confidence) / (2 n)``
+  for ``n`` elements (Bonferroni): the whole array is inside at the requested confidence, so
+  a verdict's false alarm rate is at most ``1 - confidence``. An element with a non-finite
+  sample gets the whole line (it may be NaN), unless all its samples are the same infinity.
+
+The samples are independent: each is a function of the seed and its index only, so they may
+run on any ``concurrent.futures.Executor`` in any order with the same result.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidArgument
+from ..formats import FORMATS, ulp
+from ..interval.bounds import Bounds, Estimate
+
+__all__ = ["sample", "stochastic_bounds"]
+
+_EXECUTOR_EXPECTED = (
+    "a concurrent.futures.Executor (a ThreadPoolExecutor, a ProcessPoolExecutor, a dask "
+    "client's get_executor()) or None to run the samples in this process"
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One randomly rounded run's results: float64 copies of its floating tensors, their dtype
+    names, and the structure they came in (picklable, for process pools)."""
+
+    values: tuple[np.ndarray[Any, np.dtype[np.float64]], ...]
+    dtypes: tuple[str, ...]
+    structure: Any
+    ops: int
+
+
+def sample(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], seed: int, index: int
+) -> Sample:
+    """Run ``fn(*args, **kwargs)`` once with random rounding: sample ``index`` of ``seed``."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    from .mode import StochasticMode
+    from .rounding import Pools, SampleRandom
+
+    mode = StochasticMode(SampleRandom(Pools.of(seed), seed, index))
+    with mode:
+        out = fn(*args, **kwargs)
+    leaves, structure = tree_flatten(out)
+    values, dtypes = [], []
+    for position, leaf in enumerate(leaves):
+        if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
+            raise InvalidArgument(
+                "fn",
+                fn,
+                "a callable returning a floating tensor or a tuple, list or dict of them",
+                hint=f"Its result's leaf {position} is {type(leaf).__name__}"
+                + (f" of dtype {leaf.dtype}" if isinstance(leaf, torch.Tensor) else "")
+                + ".",
+            )
+        with torch.no_grad():
+            values.append(leaf.detach().to("cpu", torch.float64).numpy().copy())
+        dtypes.append(str(leaf.dtype).removeprefix("torch."))
+    return Sample(tuple(values), tuple(dtypes), structure, mode.ops)
+
+
+def _check(fn: Any, samples: Any, confidence: Any, seed: Any, executor: Any) -> None:
+    if not callable(fn):
+        raise InvalidArgument("fn", fn, "a callable fn(*args, **kwargs) returning floating tensors")
+    if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 2:
+        raise InvalidArgument(
+            "samples", samples, "an int >= 2 (the number of randomly rounded runs)"
+        )
+    if (
+        not isinstance(confidence, (int, float, np.floating))
+        or isinstance(confidence, bool)
+        or not 0.0 < float(confidence) < 1.0
+    ):
+        raise InvalidArgument("confidence", confidence, "a number in the open interval (0, 1)")
+    if seed is not None and (
+        not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed < 2**63
+    ):
+        raise InvalidArgument("seed", seed, "None (draw one) or an int in [0, 2**63)")
+    if executor is not None and not isinstance(executor, concurrent.futures.Executor):
+        raise InvalidArgument("executor", executor, _EXECUTOR_EXPECTED)
+
+
+def stochastic_bounds(
+    fn: Callable[..., Any],
+    *args: Any,
+    samples: int = 16,
+    confidence: float = 0.999,
+    seed: int | None = None,
+    executor: concurrent.futures.Executor | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Run ``fn(*args, **kwargs)`` ``samples`` times with random rounding and return the
+    estimated round-off of what it returns: a :class:`~pytest_fpcheck.interval.bounds.Bounds`
+    with ``mode="stochastic"`` (or the same structure of them for a tuple, list or dict of
+    tensors). See the module docstring for the statistics.
+
+    ``seed``: the same seed gives the same samples; None draws one (recorded in
+    ``bounds.estimate.seed`` and in verdicts). ``executor``: runs the samples (default: in this
+    process, one after the other); with a process pool, ``fn`` and its arguments must be
+    picklable (a module-level function or an ``nn.Module``, not a lambda). ``fn`` must be
+    deterministic apart from rounding and must not modify its arguments.
+    """
+    _check(fn, samples, confidence, seed, executor)
+    samples, confidence = int(samples), float(confidence)
+    seed = secrets.randbits(63) if seed is None else int(seed)
+    if executor is None:
+        runs = [sample(fn, args, kwargs, seed, index) for index in range(samples)]
+    else:
+        futures = [
+            executor.submit(sample, fn, args, kwargs, seed, index) for index in range(samples)
+        ]
+        runs = [future.result() for future in futures]
+    first = runs[0]
+    for run in runs[1:]:
+        if run.dtypes != first.dtypes or [v.shape for v in run.values] != [
+            v.shape for v in first.values
+        ]:
+            raise InvalidArgument(
+                "fn", fn, "a callable whose results have the same structure on every run"
+            )
+    bounds = [
+        _bounds(np.stack([run.values[i] for run in runs]), first.dtypes[i], confidence, seed)
+        for i in range(len(first.values))
+    ]
+    from torch.utils._pytree import tree_unflatten
+
+    return tree_unflatten(bounds, first.structure)
+
+
+def _t_quantile(probability: float, freedom: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(probability, freedom))
+
+
+def _bounds(values: np.ndarray, dtype_name: str, confidence: float, seed: int) -> Bounds:
+    import torch
+
+    fmt = FORMATS[dtype_name]
+    count = values.shape[0]
+    elements = max(int(np.prod(values.shape[1:])), 1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        mean = values.mean(axis=0)
+        std = values.std(axis=0, ddof=1)
+    quantile = _t_quantile(1 - (1 - confidence) / (2 * elements), count - 1)
+    tau = _t_quantile(1 - (1 - confidence) / 2, count - 1)
+    finite = np.isfinite(values).all(axis=0)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        radius = quantile * std * math.sqrt(1 + 1 / count) + ulp(np.where(finite, mean, 0.0), fmt)
+        lo = np.where(finite, mean - radius, -np.inf)
+        hi = np.where(finite, mean + radius, np.inf)
+        same = (values == values[0]).all(axis=0) & ~np.isnan(values[0])
+        lo = np.where(~finite & same, values[0], lo)
+        hi = np.where(~finite & same, values[0], hi)
+        most = fmt.precision * math.log10(2)
+        digits = np.log10(math.sqrt(count) * np.abs(mean) / (tau * std))
+        digits = np.where(std == 0, most, np.clip(np.nan_to_num(digits, nan=0.0), 0.0, most))
+    estimate = Estimate(
+        mean=mean,
+        std=std,
+        digits=digits,
+        samples=count,
+        confidence=confidence,
+        quantile=quantile,
+        seed=seed,
+    )
+    return Bounds(
+        lo=lo,
+        hi=hi,
+        value=mean,
+        dtype=getattr(torch, dtype_name),
+        format=fmt,
+        mode="stochastic",
+        notes=(estimate.describe(),),
+        estimate=estimate,
+    )
