@@ -51,7 +51,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "MatmulFeatures": ("pytest_fpcheck.diagnostics.probe", "MatmulFeatures"),
     "Bounds": ("pytest_fpcheck.interval.bounds", "Bounds"),
     "track": ("pytest_fpcheck.tracking.track", "track"),
-    "Tracker": ("pytest_fpcheck.tracking.track", "Tracker"),
+    "Tracker": ("pytest_fpcheck.tracking.torch.mode", "Tracker"),
     "bounds_of": ("pytest_fpcheck.tracking.track", "bounds_of"),
     "roundoff_bounds": ("pytest_fpcheck.tracking.track", "roundoff_bounds"),
     "hull": ("pytest_fpcheck.tracking.track", "hull"),
@@ -136,7 +136,7 @@ if TYPE_CHECKING:
     from .formats import format_of as format_of
     from .interval.bounds import Bounds as Bounds
     from .oracle.exact import exact_reference as exact_reference
-    from .tracking.track import Tracker as Tracker
+    from .tracking.torch.mode import Tracker as Tracker
     from .tracking.track import bounds_of as bounds_of
     from .tracking.track import hull as hull
     from .tracking.track import roundoff_bounds as roundoff_bounds

@@ -1,5 +1,6 @@
-"""The run report: the model (entries, checks, xdist parts, JSON), the terminal tables, the
-records made from result objects, the per-test sink and the HTML page."""
+"""The run report: the model (tests, entries, checks, xdist parts, JSON and its schema), the
+terminal tables, the records made from result objects, the points of a verdict's plot, the
+per-test sink and the HTML page."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import jsonschema
 import numpy as np
 import pytest
 
@@ -27,6 +29,7 @@ from pytest_fpcheck.report.records import (
 from pytest_fpcheck.report.sink import collecting, publish
 from pytest_fpcheck.report.terminal import ROW_LIMIT, section_lines, sections
 
+REPORT_SCHEMA = json.loads((Path(__file__).parents[1] / "docs/report-schema.json").read_text())
 ENVIRONMENT = {"versions": {"numpy": "2.0"}, "torch": {}, "triton": {"TRITON_INTERPRET": "1"}}
 SETTINGS = {"enabled": True, "seed": 0}
 
@@ -175,8 +178,9 @@ def test_bad_records_are_refused_where_they_are_made(call: Any, message: str) ->
 
 def test_json_document_schema_counts_and_non_finite_numbers() -> None:
     document = json.loads(full_report().to_json(environment=ENVIRONMENT, settings=SETTINGS))
-    assert document["schema"] == SCHEMA == {"name": "pytest-fpcheck-report", "version": 2}
+    assert document["schema"] == SCHEMA == {"name": "pytest-fpcheck-report", "version": 3}
     assert set(document["run"]) == {"created", "python", "platform", "workers"}
+    jsonschema.validate(document, REPORT_SCHEMA)
     assert document["environment"] == ENVIRONMENT
     assert document["settings"] == SETTINGS
     assert document["counts"] == {
@@ -275,13 +279,28 @@ def test_verdict_table_bugs_first_with_counts() -> None:
     [(title, lines)] = sections(report.entries, width=100, wide=False)
     assert title == "round-off verdicts"
     assert lines == [
-        "verdict           outside dtype            radius  test",
-        "bug               4 / 128 float16               0  t.py::test_z",
-        "roundoff          0 / 128 float16             0.5  t.py::test_a",
-        "exact             0 / 128 float16               -  t.py::test_b",
+        "verdict              outside dtype            radius  test",
+        "bug                  4 / 128 float16               0  t.py::test_z",
+        "roundoff             0 / 128 float16             0.5  t.py::test_a",
+        "exact                0 / 128 float16               -  t.py::test_b",
         "radius: median radius of the round-off enclosure, in ULPs of the result's format",
         "3 verdicts: 1 bug, 1 roundoff, 1 exact",
     ]
+
+
+def test_a_caught_bug_is_an_expected_bug_and_a_loose_enclosure_is_flagged() -> None:
+    report = RunReport()
+    report.add_verdict("t.py::test_y", verdict("bug", caught=True))
+    report.add_verdict("t.py::test_l", verdict("roundoff", dtype="bfloat16", tightness_ulps=1.03e5))
+    report.add_verdict("t.py::test_m", verdict("roundoff", dtype="bfloat16", tightness_ulps=127.9))
+    [(_, lines)] = sections(report.entries, width=100, wide=False)
+    assert lines[1:-2] == [
+        "roundoff             0 / 128 bfloat16       1.03e+05  t.py::test_l",
+        "    loose enclosure: median radius 1.03e+05 ULP >= 2**7 of bfloat16: a factor-2 error would pass",
+        "roundoff             0 / 128 bfloat16          128  t.py::test_m",
+        "expected-bug         4 / 128 float16             0.5  t.py::test_y",
+    ]
+    assert report.counts()["verdicts"] == {"roundoff": 2, "expected-bug": 1}
 
 
 def test_wide_tables_add_columns() -> None:
@@ -289,8 +308,8 @@ def test_wide_tables_add_columns() -> None:
     report.add_verdict("t.py::test_a", verdict("bug"))
     lines = section_lines(KINDS[0], report.entries["verdicts"], width=160, wide=True)
     assert lines[:2] == [
-        "verdict           outside dtype            radius          shape worst ULP allclose  test",
-        "bug               4 / 128 float16             0.5           16x8   2.1e+06 failed    t.py::test_a",
+        "verdict              outside dtype            radius          shape worst ULP allclose  test",
+        "bug                  4 / 128 float16             0.5           16x8   2.1e+06 failed    t.py::test_a",
     ]
 
 
@@ -374,7 +393,7 @@ def test_tree_record_from_a_summation_tree() -> None:
 
 def test_appearance_record_from_a_watch_event() -> None:
     pytest.importorskip("torch")
-    from pytest_fpcheck.diagnostics._nonfinite_events import Event
+    from pytest_fpcheck.diagnostics.nonfinite.events import Event
 
     event = Event(
         "aten.div", "Block.attn", None, "float16", "inf", 0, count=3, calls=1, appeared=True

@@ -1,7 +1,7 @@
 """The registry of interval rules: operation name -> rule.
 
 A rule receives a context describing one operation (its arguments, their enclosures, its
-result and the precision it computes in; see :class:`pytest_fpcheck.tracking.context.RuleContext`)
+result and the precision it computes in; see :class:`pytest_fpcheck.tracking.torch.context.RuleContext`)
 and returns the enclosure of each floating result: an :class:`~pytest_fpcheck.interval.Interval`,
 a tuple of them (None for a result it does not bound), or None when the operation produces no
 floating result.

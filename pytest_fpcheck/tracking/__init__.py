@@ -1,7 +1,12 @@
-"""Tracking: the PyTorch dispatch-mode instrumentation that feeds the interval engine.
+"""Tracking: the instrumentation that feeds the interval engine, one backend beside the other
+over a shared core.
 
-:mod:`.interpose` is the interposition layer shared with the non-finite watch and isolation;
-:mod:`.store` keeps bounds beside storages; :mod:`.policy` says which precision operations
-compute and accumulate in; :mod:`.torch_rules` holds the ATen rules; :mod:`.substitutes` the kernels run as compositions of
-operations that have rules; :mod:`.track` the public entry points. Importing this package imports torch.
+* :mod:`.core`: the side store, the precision policy, the interposition layer shared with the
+  non-finite watch and isolation, and the subscription interface (:mod:`.core.observe`);
+* :mod:`.torch`: the PyTorch dispatch mode, its substitutes and its rules by family;
+* :mod:`.triton`: the instrumented Triton interpreter;
+* :mod:`.track`: the public entry points (``track``, ``bounds_of``, ``roundoff_bounds``,
+  ``hull``).
+
+Importing a backend imports torch; this package itself imports nothing.
 """

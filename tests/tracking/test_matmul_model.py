@@ -74,8 +74,8 @@ def test_cuda_tensor_core_matmuls_take_the_fused_truncating_bound() -> None:
     from types import SimpleNamespace
 
     from pytest_fpcheck.formats import FORMATS
-    from pytest_fpcheck.tracking.policy import SumBound, dot_factor
-    from pytest_fpcheck.tracking.torch_rules import _matmul_setup
+    from pytest_fpcheck.tracking.core.policy import SumBound, dot_factor
+    from pytest_fpcheck.tracking.torch.rules.linalg import _matmul_setup
 
     def context(device: str) -> SimpleNamespace:
         return SimpleNamespace(

@@ -9,7 +9,7 @@ import pytest_fpcheck as fp
 
 torch = pytest.importorskip("torch")
 
-from pytest_fpcheck.tracking.policy import compute_format, matmul_precision  # noqa: E402
+from pytest_fpcheck.tracking.core.policy import compute_format, matmul_precision  # noqa: E402
 
 F = fp.formats.FORMATS
 CUDA = torch.device("cuda")

@@ -9,7 +9,7 @@ import gc
 import pytest
 
 import pytest_fpcheck as fp
-from pytest_fpcheck.tracking.store import _PURGE_BYTES, STORE
+from pytest_fpcheck.tracking.core.store import _PURGE_BYTES, STORE
 
 torch = pytest.importorskip("torch")
 

@@ -4,6 +4,9 @@ provenance, the hand-over to PyTorch, and the scope of the instrumentation."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -17,7 +20,7 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 interpreter = pytest.importorskip("triton.runtime.interpreter")
 
-from pytest_fpcheck.tracking.interpreter import hooks  # noqa: E402
+from pytest_fpcheck.tracking.triton import hooks  # noqa: E402
 
 
 @triton.jit
@@ -263,13 +266,32 @@ def test_loaded_lanes_of_exact_memory_keep_their_values_beside_a_rounded_other()
     assert (bounds.hi[5:] > 1 / 3).all()
 
 
-def test_triton_first_imported_inside_a_block_is_reported() -> None:
-    """Without triton imported, opening a block imports nothing (triton costs a second and
-    200 MiB); kernels whose triton arrives inside the block run uninstrumented, and closing the
-    block says so."""
-    import subprocess
-    import sys
+_LATE_KERNEL = """
+import triton
+import triton.language as tl
 
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * 3)
+"""
+
+
+def _run_fresh(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter (triton not imported yet), with ``tmp_path`` on its path
+    and ``TRITON_INTERPRET=1``."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(tmp_path)}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+
+
+def test_triton_first_imported_inside_a_block_is_reported(tmp_path: Path) -> None:
+    """Without triton imported, opening a block imports nothing (triton costs a second and
+    200 MiB); a kernel defined with triton arriving inside the block would run uninstrumented,
+    and closing the block says so."""
+    (tmp_path / "late_kernels.py").write_text(_LATE_KERNEL)
     code = (
         "import sys, warnings, torch\n"
         "import pytest_fpcheck as fp\n"
@@ -278,11 +300,30 @@ def test_triton_first_imported_inside_a_block_is_reported() -> None:
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    with fp.track():\n"
-        "        import triton.runtime.interpreter\n"
+        "        from late_kernels import copy_kernel\n"
         "print([str(w.message)[:60] for w in caught])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = _run_fresh(code, tmp_path)
     assert "triton was first imported inside an fp.track()" in out.stdout
+
+
+def test_triton_imported_by_torch_inside_a_block_is_not_reported(tmp_path: Path) -> None:
+    """Issue 18: with ``TRITON_INTERPRET=1``, torch imports triton to probe for it from inside
+    ordinary operations; a block that launches no Triton kernel gets no warning (warnings are
+    errors here), and the watch says the same."""
+    code = (
+        "import sys, warnings, torch\n"
+        "import pytest_fpcheck as fp\n"
+        "warnings.simplefilter('error')\n"
+        "x = torch.randn(4, 4)\n"
+        "with fp.watch_nonfinite(), fp.track():\n"
+        "    y = torch.nn.functional.gelu(x @ x)\n"
+        "assert 'triton.runtime.interpreter' in sys.modules, 'torch no longer imports triton'\n"
+        "assert fp.bounds_of(y) is not None\n"
+        "print('quiet')\n"
+    )
+    out = _run_fresh(code, tmp_path)
+    assert out.stdout.strip() == "quiet", out.stderr
 
 
 @triton.jit

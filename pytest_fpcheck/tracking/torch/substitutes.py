@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..adapters.torch import internal
+from ...adapters.torch import internal
 
 __all__ = ["SUBSTITUTES"]
 

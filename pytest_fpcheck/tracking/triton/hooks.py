@@ -17,10 +17,13 @@ block is open anywhere in the process, and restored when the last one closes
   compiled kernel's values and takes the bounds from the instrumented interpreter re-running the
   kernel on host copies of its arguments (:class:`HostCopies`).
 
-``fp.watch_nonfinite()`` uses the same hooks: each computing operation of a watched launch is
-shown to the watch (:meth:`Launch.observe`), so NaN, Inf, subnormals and divisions by zero that
+Who listens is found through the core's subscription interface (:mod:`..core.observe`), never
+by importing a user of the instrumentation: a launch is bounded when a
+:class:`~..core.observe.LaunchBounder` (a tracker) is subscribed on its thread, and each computing
+operation of the launch is shown to a subscribed :class:`~..core.observe.OperationWatcher` (the
+non-finite watch, :meth:`Launch.observe`), so NaN, Inf, subnormals and divisions by zero that
 appear inside a kernel are reported at the kernel's source line. The hooks do nothing on threads
-that are neither tracking nor watching, and nothing for launches outside such a block.
+without a subscriber, and nothing for launches outside such a block.
 Supported triton releases: :data:`SUPPORTED` (checked on first use).
 """
 
@@ -37,7 +40,8 @@ import numpy as np
 from ...errors import FPCheckError, StaleBoundsError, UnsupportedOperation
 from ...interval.bounds import Provenance
 from ...interval.core import Interval
-from ..interpose import describe_location, user_frame
+from ..core.interpose import describe_location, user_frame
+from ..core.observe import LaunchBounder, OperationWatcher, innermost
 from . import handles as h
 from .memory import LaunchMemory, tensors_of
 from .reduce import instrumented_reduce_ops, instrumented_scan_ops, record_call
@@ -81,7 +85,7 @@ class Launch:
     kernel: str
     memory: LaunchMemory | None
     mode: str
-    watch: Any = None
+    watch: OperationWatcher | None = None
     widenings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -409,26 +413,12 @@ _MEMORY_RULES: dict[str, Callable[[Launch, Callable[..., Any], tuple[Any, ...]],
 # --- launches ----------------------------------------------------------------------------------
 
 
-def _active(kind: type) -> Any:
-    """The innermost dispatch mode of ``kind`` on this thread, or None."""
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-
-    for mode in reversed(_get_current_dispatch_mode_stack()):
-        if isinstance(mode, kind):
-            return mode
-    return None
+def _active_tracker() -> LaunchBounder | None:
+    return innermost(LaunchBounder)  # type: ignore[type-abstract]
 
 
-def _active_tracker() -> Any:
-    from ..track import Tracker
-
-    return _active(Tracker)
-
-
-def _active_watch() -> Any:
-    from ...diagnostics.nonfinite import Watch
-
-    return _active(Watch)
+def _active_watch() -> OperationWatcher | None:
+    return innermost(OperationWatcher)  # type: ignore[type-abstract]
 
 
 def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -461,7 +451,7 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
                 notes=(f"bounded by the instrumented Triton interpreter (kernel {kernel})",),
                 mode=state.mode,
             )
-            tracker.ops += 1
+            tracker.kernel_bounded()
         return result
 
     return launch
@@ -541,7 +531,7 @@ class HostCopies:
         import torch
 
         from ...adapters.torch import internal
-        from ..store import STORE
+        from ..core.store import STORE
 
         self._copies: dict[int, tuple[Any, Any, Any]] = {}
         with internal(), torch.no_grad():
@@ -590,7 +580,7 @@ class HostCopies:
 
     def move_bounds_back(self, *, mode: str, note: str) -> None:
         """Record the bounds the re-run wrote beside the device storages."""
-        from ..store import STORE
+        from ..core.store import STORE
 
         for flat, host_flat, before in self._copies.values():
             record = STORE.record_of(host_flat)

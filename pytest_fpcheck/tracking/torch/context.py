@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..adapters.torch import dtype_format, internal
-from ..errors import InvalidArgument
-from ..formats import FORMATS, Format
-from ..interval.core import Interval
-from .interpose import OpCall
-from .policy import SumBound, compute_format
-from .store import STORE
+from ...adapters.torch import dtype_format, internal
+from ...errors import InvalidArgument
+from ...formats import FORMATS, Format
+from ...interval.core import Interval
+from ..core.interpose import OpCall
+from ..core.policy import SumBound, compute_format
+from ..core.store import STORE
 
 __all__ = ["RuleContext"]
 

@@ -1,12 +1,15 @@
-"""Where NaN, Inf and subnormals appear: the non-finite watch (GPU-FPX, Li et al., "Array
-Programming on GPUs: Challenges and Opportunities", sections 1-4), PyTorch operations.
+"""The non-finite watch itself: where NaN, Inf and subnormals appear in PyTorch operations and
+Triton kernels (GPU-FPX, Li et al., "Array Programming on GPUs: Challenges and Opportunities",
+sections 1-4).
 
 GPU-FPX instruments every floating-point instruction, checks its destination register for NaN,
 INF, subnormal and division by zero, reports each instruction once with counts (section 4.2), and
 its analyzer tells an *appearance* (finite operands, exceptional result, section 3.2) from a
 value that was only carried along (the incoming NaN of section 3.1). ``fp.watch_nonfinite()``
 does the same one level up: every ATen operation run on this thread inside the block is an
-instruction, its user source line and ``nn.Module`` path the location.
+instruction, its user source line and ``nn.Module`` path the location. A watch subscribes to the
+Triton instrumentation (:mod:`pytest_fpcheck.tracking.core.observe`) for its block, which shows
+it every computing operation of a launched kernel (:meth:`Watch.kernel_operation`).
 
 The rules:
 
@@ -44,10 +47,12 @@ from typing import Any, TextIO
 import numpy as np
 import torch
 
-from ..adapters.torch import internal
-from ..errors import InvalidArgument
-from ..tracking.interpose import Interposer, OpCall
-from ._nonfinite_events import KINDS, Event, EventKey, flow_text, report_text
+from ...adapters.torch import internal
+from ...errors import InvalidArgument
+from ...tracking.core import observe
+from ...tracking.core.interpose import Interposer, OpCall
+from ...tracking.triton import scope as triton_scope
+from .events import KINDS, Event, EventKey, flow_text, report_text
 
 __all__ = ["KINDS", "Event", "Watch", "watch_nonfinite"]
 
@@ -273,7 +278,7 @@ class Watch(Interposer):
         return [event] + [e for e in self._events.values() if event.key in e.origins]
 
     def report_text(self) -> str:
-        """The report (see :func:`report_text` in ``_nonfinite_events``) as a string."""
+        """The report (see :func:`.events.report_text`) as a string."""
         return report_text(self._events.values(), self.kinds, self.operations)
 
     def report(self, file: TextIO | None = None) -> None:
@@ -287,17 +292,21 @@ class Watch(Interposer):
         return flow_text(self.flow(event))
 
     def __enter__(self) -> Watch:
-        from ..tracking.interpreter import scope
-
-        scope.attach()
-        super().__enter__()
+        triton_scope.attach()
+        try:
+            super().__enter__()
+        except BaseException:
+            triton_scope.detach()
+            raise
+        observe.subscribe(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from ..tracking.interpreter import scope
-
-        super().__exit__(*exc)
-        scope.detach()
+        observe.unsubscribe(self)
+        try:
+            super().__exit__(*exc)
+        finally:
+            triton_scope.detach()
 
     def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
         func = call.func
@@ -391,8 +400,8 @@ class Watch(Interposer):
     ) -> None:
         """Watch one operation of an interpreted Triton kernel (``op`` names the kernel and the
         operation): its float64 ``inputs`` and ``output`` values, by the same rules as an ATen
-        operation (the instrumented interpreter calls this, see
-        :mod:`pytest_fpcheck.tracking.interpreter.hooks`)."""
+        operation (the instrumented interpreter calls this: a watch subscribes to it as a
+        :class:`~pytest_fpcheck.tracking.core.observe.OperationWatcher`)."""
         self.operations += 1
         found: dict[str, int] = {}
         with np.errstate(invalid="ignore"):

@@ -1,12 +1,15 @@
 """When the Triton instrumentation is in place: from the first ``fp.track()`` or
 ``fp.watch_nonfinite()`` block of the process to the last one's end (reference counted), and
 only if triton is imported (a process without triton cannot launch a kernel, and importing it
-costs a second and 200 MiB). This module imports nothing heavy; the hooks themselves are in
-:mod:`.hooks`.
+costs a second and 200 MiB). Triton first imported inside a block is reported when the block
+closes (:class:`UnsupportedTritonImport`) if a kernel of the user's was defined, hence may have
+run uninstrumented; not when a library merely probed for triton. This module imports nothing
+heavy; the hooks themselves are in :mod:`.hooks`.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import warnings
@@ -25,6 +28,33 @@ _RESTORE: list[tuple[Any, str, Any]] = []
 class UnsupportedTritonImport(UserWarning):
     """Triton was first imported inside a tracking or watching block: kernels launched in that
     block ran without instrumentation."""
+
+
+def _user_kernels_exist() -> bool:
+    """Whether a Triton kernel of the user's exists (a ``@triton.jit`` function defined outside
+    triton and torch). A library that only probes for triton (torch does, ``has_triton_package``,
+    from operations as common as a matmul when ``TRITON_INTERPRET=1`` is set) imports it without
+    defining a kernel: then no kernel ran uninstrumented and there is nothing to warn about.
+
+    Called once per process at most (only when triton arrived inside a block), so a walk over the
+    objects the garbage collector tracks is affordable."""
+    kinds = tuple(
+        kind
+        for module, name in (
+            ("triton.runtime.jit", "KernelInterface"),
+            ("triton.runtime.jit", "JITFunction"),
+            ("triton.runtime.interpreter", "InterpretedFunction"),
+        )
+        if isinstance(kind := getattr(sys.modules.get(module), name, None), type)
+    )
+    if not kinds:
+        return False
+    for candidate in gc.get_objects():
+        if issubclass(type(candidate), kinds):  # type(), not a proxy's __class__
+            module = getattr(getattr(candidate, "fn", None), "__module__", None) or ""
+            if not module.startswith(("triton.", "torch.")) and module not in ("triton", "torch"):
+                return True
+    return False
 
 
 def attach() -> None:
@@ -57,7 +87,7 @@ def detach() -> None:
             else:
                 setattr(owner, name, original)
         late = _TRITON_ABSENT and "triton.runtime.interpreter" in sys.modules
-    if late:
+    if late and _user_kernels_exist():
         warnings.warn(
             "triton was first imported inside an fp.track() or fp.watch_nonfinite() block: "
             "Triton kernels launched in that block ran without instrumentation (no bounds, "

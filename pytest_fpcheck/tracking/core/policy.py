@@ -27,8 +27,8 @@ from typing import Any, Protocol
 
 import torch
 
-from ..formats import FORMATS, Format, format_of
-from ..interval.core import gamma, gamma_probabilistic
+from ...formats import FORMATS, Format, format_of
+from ...interval.core import gamma, gamma_probabilistic
 
 __all__ = [
     "TENSOR_CORE_WIDTHS",
@@ -131,7 +131,7 @@ class SumBound:
     def matmul_bound(self, fmt: Format, k: int, *, has_c: bool) -> Any:
         """The :class:`~pytest_fpcheck.interval.fused.FusedBound` of a k-term matmul entry on
         ``fmt`` inputs under the model for ``fmt``, or None when no model is for ``fmt``."""
-        from ..interval.fused import bound_from_features, fused_error_bound
+        from ...interval.fused import bound_from_features, fused_error_bound
 
         for model in self.matmul_models:
             if isinstance(model, dict):

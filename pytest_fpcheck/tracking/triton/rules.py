@@ -38,7 +38,7 @@ from ...interval import elementwise as ew
 from ...interval.core import Interval
 from ...interval.linalg import matmul
 from ...interval.rounding import down, up
-from ..policy import dot_factor
+from ..core.policy import dot_factor
 from . import handles as h
 from .errors_model import APPROX_DIV_RANGE, SIN_COS_RANGE, TRITON_ERRORS
 

@@ -33,7 +33,7 @@ from ...interval.bounds import Provenance, contains
 from ...interval.core import Interval, gamma
 from ...interval.linalg import may_overflow
 from ...interval.rounding import down, up
-from ..store import STORE
+from ..core.store import STORE
 
 __all__ = ["LaunchMemory", "Region"]
 

@@ -13,7 +13,7 @@ import linecache
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..tracking.interpose import describe_location
+from ...tracking.core.interpose import describe_location
 
 __all__ = ["KINDS", "KIND_TITLES", "Event", "EventKey", "flow_text", "report_text"]
 

@@ -29,7 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["Interposer", "OpCall", "current_module_path", "describe_location", "user_frame"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the package root (pytest_fpcheck/): frames in it are never the user's
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SKIPPED_PREFIXES = tuple(
     p
     for p in {

@@ -25,12 +25,12 @@ import torch
 from numpy.lib.stride_tricks import as_strided
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ..adapters.torch import dtype_format, internal
-from ..errors import StaleBoundsError
-from ..formats import Format
-from ..interval.bounds import Provenance
-from ..interval.core import Interval
-from ..interval.kernels import summary
+from ...adapters.torch import dtype_format, internal
+from ...errors import StaleBoundsError
+from ...formats import Format
+from ...interval.bounds import Provenance
+from ...interval.core import Interval
+from ...interval.kernels import summary
 
 __all__ = ["STORE", "BoundsStore", "Record"]
 

@@ -1,0 +1,72 @@
+"""Fused passes of the interval engine: one compiled loop per rule instead of a chain of NumPy
+passes (RENDER section II-C's outward rounding, done element by element as each endpoint is
+produced).
+
+Every kernel evaluates the same float64 expressions as the NumPy formulation it replaces, with
+the same outward steps (:func:`..rounding.next_up` / :func:`..rounding.next_down` are bit-exact
+``nextafter``), so the enclosures are those of the documented rules; only the number of passes
+over memory changes. Kernels work on flat arrays: :func:`flat_views` turns a (possibly
+transposed) array into a flat one without copying where its memory allows.
+
+Scalar helpers that need "a float64 number at least as large as the exact value" of a
+non-negative quantity use :func:`bump`: ``r (1 + 2**-51)`` is at least one float64 step above
+a normal ``r`` (the product's exact value exceeds the next float64), and ``r + 2**-1022`` above
+a tiny one. Kernels keep subnormal operands out of their arithmetic (a subnormal operand costs
+a microcode assist of a hundred cycles on x86): allowances below 2**-1022 are raised to it.
+
+Each kernel is a loop (``*_loop``) and a factory that compiles it for one setting of its
+switches (``fast32``, and the rule's variant: a point operand, a subtraction, an addend), the
+switches being constants of the compiled code: numba does not hoist a branch on an argument out
+of a loop, and such a branch costs these loops up to half their speed. A setting is compiled
+when first used (and cached on disk), so a run compiles only the variants it needs. ``fast32``
+(the result format is float32) rounds endpoints by the hardware's conversion
+(:func:`..rounding.float32_directed`, bit-identical to the general path).
+
+Modules, each beside the rules it serves: :mod:`.base` (what every kernel shares, and the
+records' summary), :mod:`.elementwise`, :mod:`.linalg`, :mod:`.composite`, :mod:`.softmax`,
+:mod:`.normalisation`. Numba's on-disk cache of a kernel is invalidated by edits to the kernel's
+own module only: after changing a compiled helper of :mod:`.base` or
+:mod:`pytest_fpcheck.interval.rounding`, delete the ``__pycache__`` folder of this package.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    FormatArgs,
+    broadcast_flat,
+    bump,
+    empty_like_order,
+    flat,
+    flat_views,
+    format_args,
+    outward,
+    outward_step,
+    summary,
+)
+from .composite import gelu_erf_bounds
+from .elementwise import add_bounds, mul_bounds
+from .linalg import float32_magnitudes, matmul_epilogue, split_operand
+from .normalisation import moments_rows, normalise_rows
+from .softmax import softmax_bounds
+
+__all__ = [
+    "FormatArgs",
+    "add_bounds",
+    "broadcast_flat",
+    "bump",
+    "empty_like_order",
+    "flat",
+    "flat_views",
+    "float32_magnitudes",
+    "format_args",
+    "gelu_erf_bounds",
+    "matmul_epilogue",
+    "moments_rows",
+    "mul_bounds",
+    "normalise_rows",
+    "outward",
+    "outward_step",
+    "softmax_bounds",
+    "split_operand",
+    "summary",
+]

@@ -1,0 +1,229 @@
+"""Kernels of correctly rounded element-wise arithmetic (:mod:`pytest_fpcheck.interval.elementwise`):
+the enclosures of a sum or difference (:func:`add_bounds`) and of a product (:func:`mul_bounds`)
+of broadcast interval operands, rounded outward onto the result format in one pass.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numba
+import numpy as np
+
+from ...formats import Format
+from .base import (
+    block_length,
+    broadcast_flat,
+    format_args,
+    outward,
+    outward_step,
+    sum_lower,
+    sum_upper,
+)
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    Array = NDArray[np.float64]
+
+__all__ = ["add_bounds", "mul_bounds"]
+
+
+@numba.njit(cache=True, inline="always")
+def _add_bounds_loop(
+    a_lo: np.ndarray,
+    a_hi: np.ndarray,
+    a_period: int,
+    b_lo: np.ndarray,
+    b_hi: np.ndarray,
+    b_period: int,
+    negate_b: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    block = block_length(lo.size, a_period, b_period)
+    a_step, b_step = int(a_period > 1), int(b_period > 1)
+    for start in range(0, lo.size, block):
+        a0, b0 = start % a_period, start % b_period
+        for j in range(block):
+            # unsigned indices: numba then skips its negative-index wraparound
+            i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
+            x_lo, x_hi = a_lo[ja], a_hi[ja]
+            if negate_b:
+                y_lo, y_hi = -b_hi[jb], -b_lo[jb]
+            else:
+                y_lo, y_hi = b_lo[jb], b_hi[jb]
+            low, high = sum_lower(x_lo, y_lo), sum_upper(x_hi, y_hi)
+            opposite = (x_hi == math.inf and y_lo == -math.inf) or (
+                x_lo == -math.inf and y_hi == math.inf
+            )
+            if opposite or low != low or high != high:
+                lo[i], hi[i] = -math.inf, math.inf
+            else:
+                lo[i], hi[i] = outward(low, high, fa, fast32)
+
+
+@functools.cache
+def _add_bounds(negate_b: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        a_lo: np.ndarray,
+        a_hi: np.ndarray,
+        a_period: int,
+        b_lo: np.ndarray,
+        b_hi: np.ndarray,
+        b_period: int,
+        fa: tuple[bool, int, float, int, float, bool],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, negate_b, fa, fast32, lo, hi)
+
+    return kernel
+
+
+def add_bounds(
+    a_lo: Array,
+    a_hi: Array,
+    b_lo: Array,
+    b_hi: Array,
+    negate_b: bool,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """[a_lo + b_lo, a_hi + b_hi] (b negated first when ``negate_b``: a - b), broadcast, each
+    end exact where TwoSum shows the float64 sum exact, else stepped outward; the whole line
+    where inf - inf is possible or an end is NaN; rounded outward onto ``fmt``. For a point,
+    pass the same array as both ends: its sum is then rounded in both directions."""
+    shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
+    a_low, a_period = broadcast_flat(a_lo, shape)
+    a_high = a_low if a_hi is a_lo else broadcast_flat(a_hi, shape)[0]
+    b_low, b_period = broadcast_flat(b_lo, shape)
+    b_high = b_low if b_hi is b_lo else broadcast_flat(b_hi, shape)[0]
+    if a_high.size != a_low.size:  # the two ends of an operand broadcast differently
+        a_low, a_high = (np.ascontiguousarray(np.broadcast_to(x, shape)) for x in (a_lo, a_hi))
+        a_low, a_high, a_period = a_low.reshape(-1), a_high.reshape(-1), max(a_low.size, 1)
+    if b_high.size != b_low.size:
+        b_low, b_high = (np.ascontiguousarray(np.broadcast_to(x, shape)) for x in (b_lo, b_hi))
+        b_low, b_high, b_period = b_low.reshape(-1), b_high.reshape(-1), max(b_low.size, 1)
+    lo, hi = np.empty(shape), np.empty(shape)
+    if lo.size:
+        _add_bounds(negate_b, fmt.name == "float32")(
+            a_low,
+            a_high,
+            a_period,
+            b_low,
+            b_high,
+            b_period,
+            format_args(fmt),
+            lo.reshape(-1),
+            hi.reshape(-1),
+        )
+    return lo, hi
+
+
+@numba.njit(cache=True, inline="always")
+def _mul_bounds_loop(
+    a_lo: np.ndarray,
+    a_hi: np.ndarray,
+    a_period: int,
+    b_lo: np.ndarray,
+    b_hi: np.ndarray,
+    b_period: int,
+    step: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    block = block_length(lo.size, a_period, b_period)
+    a_step, b_step = int(a_period > 1), int(b_period > 1)
+    for start in range(0, lo.size, block):
+        a0, b0 = start % a_period, start % b_period
+        for j in range(block):
+            # unsigned indices: numba then skips its negative-index wraparound
+            i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
+            x_lo, x_hi = a_lo[ja], a_hi[ja]
+            y_lo, y_hi = b_lo[jb], b_hi[jb]
+            # all four end products, also for a point (whose ends are equal: the same hull)
+            p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
+            low = min(min(p1, p2), min(p3, p4))
+            high = max(max(p1, p2), max(p3, p4))
+            undefined = p1 != p1 or p2 != p2 or p3 != p3 or p4 != p4
+            zero_times_infinity = (
+                x_lo <= 0 <= x_hi and (math.isinf(y_lo) or math.isinf(y_hi))
+            ) or (y_lo <= 0 <= y_hi and (math.isinf(x_lo) or math.isinf(x_hi)))
+            if undefined or zero_times_infinity:
+                lo[i], hi[i] = -math.inf, math.inf
+                continue
+            if step:
+                lo[i], hi[i] = outward_step(low, high, fa, fast32)
+            else:
+                lo[i], hi[i] = outward(low, high, fa, fast32)
+
+
+@functools.cache
+def _mul_bounds(step: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        a_lo: np.ndarray,
+        a_hi: np.ndarray,
+        a_period: int,
+        b_lo: np.ndarray,
+        b_hi: np.ndarray,
+        b_period: int,
+        fa: tuple[bool, int, float, int, float, bool],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _mul_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, step, fa, fast32, lo, hi)
+
+    return kernel
+
+
+def mul_bounds(
+    a_lo: Array,
+    a_hi: Array,
+    b_lo: Array,
+    b_hi: Array,
+    step: bool,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """The interval product, broadcast: the hull of the four endpoint products, stepped outward
+    when ``step`` (float64 products inexact);
+    the whole line where 0 * inf or an undefined product is possible; rounded onto ``fmt``."""
+    shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
+    operands = []
+    for low_end, high_end in ((a_lo, a_hi), (b_lo, b_hi)):
+        low, period = broadcast_flat(low_end, shape)
+        high = low if high_end is low_end else broadcast_flat(high_end, shape)[0]
+        if high.size != low.size:  # the two ends broadcast differently
+            low, high = (
+                np.ascontiguousarray(np.broadcast_to(x, shape), dtype=np.float64).reshape(-1)
+                for x in (low_end, high_end)
+            )
+            period = max(low.size, 1)
+        operands.append((low, high, period))
+    lo, hi = np.empty(shape), np.empty(shape)
+    if lo.size:
+        (x_lo, x_hi, x_period), (y_lo, y_hi, y_period) = operands
+        _mul_bounds(step, fmt.name == "float32")(
+            x_lo,
+            x_hi,
+            x_period,
+            y_lo,
+            y_hi,
+            y_period,
+            format_args(fmt),
+            lo.reshape(-1),
+            hi.reshape(-1),
+        )
+    return lo, hi

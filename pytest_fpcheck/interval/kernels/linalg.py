@@ -1,0 +1,242 @@
+"""Kernels of the midpoint-radius matrix products (:mod:`pytest_fpcheck.interval.linalg`): an
+operand split into midpoint and radius (:func:`split_operand`), the float32 magnitudes of a point
+operand (:func:`float32_magnitudes`), and the epilogue that turns the products into rounded
+enclosures (:func:`matmul_epilogue`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numba
+import numpy as np
+
+from ...formats import Format
+from .base import (
+    bump,
+    flat_views,
+    format_args,
+    outward_step,
+)
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    Array = NDArray[np.float64]
+
+__all__ = ["float32_magnitudes", "matmul_epilogue", "split_operand"]
+
+
+@numba.njit(cache=True, inline="always")
+def _split_loop(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    point: bool,
+    c: tuple[float, float, float, float],
+    want_y: bool,
+    inflate: float,
+    floor: float,
+    mid: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    for i in range(lo.size):
+        a, b = lo[i], hi[i]
+        if point:
+            m, r = a, 0.0
+        else:
+            m = a * 0.5 + b * 0.5
+            if not math.isfinite(m):
+                m = 0.0
+            r = max(b - m, m - a)
+            r = math.inf if r != r else bump(r)
+            mid[i] = m
+        am = abs(m)
+        xv = 0.0
+        if c[0] != 0.0 and r != 0.0:
+            xv = c[0] * r
+        if c[1] != 0.0 and am != 0.0:
+            xv = xv + c[1] * am
+        if xv != 0.0:
+            xv = max(xv, floor) * inflate
+        x[i] = xv
+        if want_y:
+            yv = 0.0
+            if c[2] != 0.0 and r != 0.0:
+                yv = c[2] * r
+            if c[3] != 0.0 and am != 0.0:
+                yv = yv + c[3] * am
+            if yv != 0.0:
+                yv = max(yv, floor) * inflate
+            y[i] = yv
+
+
+@functools.cache
+def _split(point: bool, want_y: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        lo: np.ndarray,
+        hi: np.ndarray,
+        c: tuple[float, float, float, float],
+        inflate: float,
+        floor: float,
+        mid: np.ndarray,
+        x: np.ndarray,
+        y: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _split_loop(lo, hi, point, c, want_y, inflate, floor, mid, x, y)
+
+    return kernel
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _magnitudes(x: np.ndarray, floor: float, out: np.ndarray) -> None:  # pragma: no cover
+    low = np.float32(floor)
+    for i in range(x.size):
+        a = abs(x[i])
+        out[i] = low if a < low else a  # a NaN stays NaN
+
+
+def float32_magnitudes(x: np.ndarray) -> np.ndarray:
+    """max(|x|, 2**-126) of a float32 array, in one pass, as a float32 array of x's shape
+    (laid out as x's memory is, where x's memory is one block): a radius product's operand."""
+    order = tuple(sorted(range(x.ndim), key=lambda axis: -abs(x.strides[axis])))
+    moved = x.transpose(order)
+    if not moved.flags.c_contiguous:
+        order = tuple(range(x.ndim))
+        moved = np.ascontiguousarray(x)
+    out = np.empty(moved.shape, dtype=np.float32)
+    _magnitudes(moved.reshape(-1), 2.0**-126, out.reshape(-1))
+    return out.transpose(np.argsort(order))
+
+
+def split_operand(
+    a_lo: Array,
+    a_hi: Array,
+    point: bool,
+    x_coefficients: tuple[float, float],
+    y_coefficients: tuple[float, float] | None,
+    narrow: bool,
+) -> tuple[Array, np.ndarray, np.ndarray | None]:
+    """(mid, x, y) of an interval operand of a product: ``mid`` as :meth:`Interval.mid_rad`
+    gives it (``a_lo`` itself for a point), ``x = cx0 rad + cx1 |mid|`` and ``y = cy0 rad + cy1 |mid|`` (None without
+    coefficients), each evaluated in float64 (three roundings, non-negative terms) and, when
+    ``narrow``, stored as float32 rounded upward (values below float32's smallest normal raised
+    to it): the non-negative operands of a radius product."""
+    flats, order, inverse = flat_views(a_lo, a_hi)
+    shape = tuple(a_lo.shape[axis] for axis in order)
+    dtype = np.float32 if narrow else np.float64
+    # nearest rounding of x (1 + 2**-22) to float32 is >= x for x >= float32's smallest normal
+    inflate, floor = (1.0 + 2.0**-22, 2.0**-126) if narrow else (1.0, 0.0)
+    mid = np.empty(0 if point else flats[0].size)
+    x = np.empty(flats[0].size, dtype=dtype)
+    y = np.empty(flats[0].size if y_coefficients is not None else 0, dtype=dtype)
+    coefficients = (*x_coefficients, *(y_coefficients or (0.0, 0.0)))
+    _split(point, y_coefficients is not None)(
+        flats[0],
+        flats[1],
+        coefficients,
+        inflate,
+        floor,
+        mid,
+        x,
+        y,
+    )
+
+    def back(v: np.ndarray) -> np.ndarray:
+        return v.reshape(shape).transpose(inverse)
+
+    return (
+        a_lo if point else back(mid),
+        back(x),
+        (back(y) if y_coefficients is not None else None),
+    )
+
+
+@numba.njit(cache=True, inline="always")
+def _epilogue_loop(
+    mid: np.ndarray,
+    rad: np.ndarray,
+    addend_mid: np.ndarray,
+    addend_rad: np.ndarray,
+    c: tuple[float, float, float, float],
+    has_addend: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    multiplier, scale, eta, limit = c
+    period = addend_mid.size if has_addend else mid.size
+    for start in range(0, mid.size, period):
+        for j in range(period):
+            i = np.uint64(start + j)
+            m = mid[i]
+            r = float(rad[i]) * multiplier
+            if has_addend:
+                m = m + addend_mid[j]
+                r = r + addend_rad[j]
+            r = bump((r + eta) * scale)
+            if not (r < limit) or not math.isfinite(m):
+                lo[i], hi[i] = -math.inf, math.inf
+            else:
+                lo[i], hi[i] = outward_step(m - r, m + r, fa, fast32)
+
+
+@functools.cache
+def _epilogue(has_addend: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        mid: np.ndarray,
+        rad: np.ndarray,
+        addend_mid: np.ndarray,
+        addend_rad: np.ndarray,
+        c: tuple[float, float, float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _epilogue_loop(mid, rad, addend_mid, addend_rad, c, has_addend, fa, fast32, lo, hi)
+
+    return kernel
+
+
+def matmul_epilogue(
+    mid: Array,
+    rad: np.ndarray,
+    addend: tuple[Array, Array] | None,
+    multiplier: float,
+    scale: float,
+    eta: float,
+    limit: float,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """lo, hi of a product from its float64 midpoint and its radius product:
+    ``r = bump(((rad multiplier + addend radius) + eta) scale)`` (an addend adds its midpoint
+    to ``mid``), [down(mid - r), up(mid + r)] rounded outward onto ``fmt``, and the whole line
+    where ``r`` reaches ``limit`` (g times the accumulator's overflow threshold: a partial sum
+    may overflow) or ``mid`` is not finite.
+    ``addend`` = (midpoint, radius term) arrays whose shape is a trailing part of mid's."""
+    shape = mid.shape
+    mid_flat = np.ascontiguousarray(mid).reshape(-1)
+    rad_flat = np.ascontiguousarray(rad).reshape(-1)
+    addend_mid, addend_rad = (np.zeros(0), np.zeros(0)) if addend is None else addend
+    lo, hi = np.empty(shape), np.empty(shape)  # arrays that own their memory (see store.write)
+    _epilogue(addend_mid.size > 0, fmt.name == "float32")(
+        mid_flat,
+        rad_flat,
+        np.ascontiguousarray(addend_mid, dtype=np.float64).reshape(-1),
+        np.ascontiguousarray(addend_rad, dtype=np.float64).reshape(-1),
+        (multiplier, scale, eta, limit),
+        format_args(fmt),
+        lo.reshape(-1),
+        hi.reshape(-1),
+    )
+    return lo, hi

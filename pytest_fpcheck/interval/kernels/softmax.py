@@ -1,0 +1,159 @@
+"""Kernel of the softmax rule (:mod:`pytest_fpcheck.tracking.torch.rules.softmax`): the
+enclosure of each row's softmax, one compiled pass per row (:func:`softmax_bounds`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numba
+import numpy as np
+
+from ...formats import Format
+from .base import (
+    format_args,
+    outward_step,
+)
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    Array = NDArray[np.float64]
+
+__all__ = ["softmax_bounds"]
+
+
+@numba.njit(cache=True, inline="always")
+def _shifted_exp(d: float, upward: bool) -> float:  # pragma: no cover - compiled
+    """exp(d) for d <= 0 widened by its evaluation error ((|d| + 8) 2**-51 relative: the
+    rounding of d and libm's exp); below d = -700 (a result under 2**-1009) 0 as a lower and
+    2**-1000 as an upper end, which keeps subnormal arithmetic out of the kernel."""
+    if d < -700.0:
+        return 2.0**-1000 if upward else 0.0
+    finite = d if math.isfinite(d) else 0.0
+    if upward:
+        return math.exp(d) * (1.0 + (abs(finite) + 8.0) * 2.0**-51)
+    return math.exp(d) * (1.0 - (abs(finite) + 8.0) * 2.0**-51)
+
+
+@numba.njit(cache=True, inline="always")
+def _softmax_rows_loop(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    c: tuple[float, float, float],
+    safe: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    kappa, absolute, factor = c
+    rows, n = lo.shape
+    e_lo = np.empty(n)
+    e_hi = np.empty(n)
+    # the float64 sums below err by at most (n - 1) 2**-53 relatively
+    margin = 2.0**-40 + (n + 2) * 2.0**-52
+    for row in range(rows):
+        top = -math.inf
+        undefined = False  # some upper end is NaN
+        may_be_nan = False  # some element may be +inf, or every one -inf
+        every_lower_neginf = True
+        every_upper_neginf = True
+        for j in range(n):
+            h = hi[row, j]
+            if h != h:
+                undefined = True
+            elif h > top:
+                top = h
+            if h == math.inf:
+                may_be_nan = True
+            if lo[row, j] != -math.inf:
+                every_lower_neginf = False
+            if h != -math.inf:
+                every_upper_neginf = False
+        if undefined or not math.isfinite(top):
+            top = 0.0
+        may_be_nan = may_be_nan or every_lower_neginf
+        total_hi = 0.0
+        total_lo = 0.0
+        for j in range(n):
+            e_lo[j] = _shifted_exp(lo[row, j] - top, False)
+            e_hi[j] = _shifted_exp(hi[row, j] - top, True)
+            total_hi += e_hi[j]
+            total_lo += e_lo[j]
+        total_hi = total_hi * (1.0 + margin)
+        total_lo = max(total_lo * (1.0 - margin), 0.0)
+        for j in range(n):
+            if safe and every_upper_neginf:
+                out_lo[row, j], out_hi[row, j] = 0.0, 0.0
+                continue
+            if may_be_nan:
+                out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
+                continue
+            low = e_lo[j] / (e_lo[j] + (total_hi - e_hi[j]) * (1.0 + 2.0**-40))
+            high = e_hi[j] / (e_hi[j] + max(total_lo - e_lo[j], 0.0) * (1.0 - 2.0**-40))
+            down_end, up_end = outward_step(
+                (low * (1.0 - kappa) - absolute) / factor,
+                min(high, 1.0) * (1.0 + kappa) * factor + absolute * factor,
+                fa,
+                fast32,
+            )
+            # rounding is monotone and 0 lies on every grid: clipping after it is the same
+            out_lo[row, j], out_hi[row, j] = max(down_end, 0.0), up_end
+
+
+@functools.cache
+def _softmax_rows(safe: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @numba.njit(cache=True, error_model="numpy")
+    def kernel(
+        lo: np.ndarray,
+        hi: np.ndarray,
+        c: tuple[float, float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        out_lo: np.ndarray,
+        out_hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _softmax_rows_loop(lo, hi, c, safe, fa, fast32, out_lo, out_hi)
+
+    return kernel
+
+
+def softmax_bounds(
+    lo: Array,
+    hi: Array,
+    axis: int,
+    kappa: float,
+    absolute: float,
+    factor: float,
+    safe: bool,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """The softmax enclosure of ``rules.softmax._softmax`` along ``axis``, one compiled pass per
+    row: e = exp(x - top) at both ends (top the row's largest upper end), the exact range
+    [e_lo / (e_lo + S_hi - e_hi), e_hi / (e_hi + S_lo - e_lo)], then
+    [(low (1 - kappa) - absolute) / factor, high (1 + kappa) factor + absolute factor] stepped
+    outward, clipped below at 0 and rounded onto ``fmt``; the whole line in rows that may be NaN
+    (an upper end +inf, or every lower end -inf), and 0 in rows of -inf when ``safe``."""
+    moved_lo, moved_hi = np.moveaxis(lo, axis, -1), np.moveaxis(hi, axis, -1)
+    shape = moved_lo.shape
+    n = shape[-1] if shape else 1
+    rows_lo = np.ascontiguousarray(moved_lo, dtype=np.float64).reshape(-1, n)
+    rows_hi = rows_lo if hi is lo else np.ascontiguousarray(moved_hi, dtype=np.float64)
+    out_lo, out_hi = np.empty(shape), np.empty(shape)
+    if out_lo.size:
+        _softmax_rows(safe, fmt.name == "float32")(
+            rows_lo,
+            rows_hi.reshape(-1, n),
+            (kappa, absolute, factor),
+            format_args(fmt),
+            out_lo.reshape(-1, n),
+            out_hi.reshape(-1, n),
+        )
+    if axis % max(lo.ndim, 1) == lo.ndim - 1 or lo.ndim == 0:
+        return out_lo, out_hi
+    return np.moveaxis(out_lo, -1, axis), np.moveaxis(out_hi, -1, axis)

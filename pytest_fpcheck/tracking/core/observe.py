@@ -1,0 +1,90 @@
+"""The subscription interface between the instrumentation and those who listen to it.
+
+The engines (the PyTorch dispatch mode, the instrumented Triton interpreter) know only this
+module: whoever wants to hear about a kernel launch subscribes here for the ``with`` block it
+opens, on its thread, and the instrumentation asks for the innermost subscriber of each role.
+Two roles:
+
+* :class:`LaunchBounder` (a tracker): a kernel launched while one is subscribed has its bounds
+  computed in the subscriber's ``mode`` and recorded in the side store; the subscriber is told
+  once the launch is bounded (:meth:`~LaunchBounder.kernel_bounded`);
+* :class:`OperationWatcher` (the non-finite watch): each computing operation of a launched
+  kernel is shown to it with its float64 input and output values
+  (:meth:`~OperationWatcher.kernel_operation`).
+
+Subscriptions are per thread (like dispatch modes) and nest: the innermost subscriber of a role
+is the one the instrumentation uses, as the innermost dispatch mode of a kind decides.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+
+__all__ = ["LaunchBounder", "OperationWatcher", "innermost", "subscribe", "unsubscribe"]
+
+Role = TypeVar("Role")
+
+
+@runtime_checkable
+class LaunchBounder(Protocol):
+    """What a tracker is to the instrumentation: kernels launched under it are bounded."""
+
+    #: "rigorous" or "probabilistic": how the launch's sums are bounded
+    mode: str
+
+    def kernel_bounded(self) -> None:
+        """One launch was bounded and its outputs' bounds recorded."""
+
+
+@runtime_checkable
+class OperationWatcher(Protocol):
+    """What a watch is to the instrumentation: it sees each computing kernel operation."""
+
+    def kernel_operation(
+        self,
+        op: str,
+        source: tuple[str, int] | None,
+        dtype: str,
+        smallest_normal: float,
+        inputs: list[np.ndarray],
+        output: np.ndarray,
+        divisions_by_zero: int = 0,
+    ) -> None:
+        """Operation ``op`` (``kernel.operation``) at the user's ``source`` line produced
+        ``output`` in ``dtype`` (whose smallest normal is ``smallest_normal``) from ``inputs``,
+        dividing a finite dividend by zero ``divisions_by_zero`` times."""
+
+
+class _Subscribers(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[object] = []
+
+
+_SUBSCRIBERS = _Subscribers()
+
+
+def subscribe(subscriber: LaunchBounder | OperationWatcher) -> None:
+    """Make ``subscriber`` the innermost one of its roles on this thread (until
+    :func:`unsubscribe`)."""
+    _SUBSCRIBERS.stack.append(subscriber)
+
+
+def unsubscribe(subscriber: LaunchBounder | OperationWatcher) -> None:
+    """End the innermost subscription of ``subscriber`` on this thread."""
+    stack = _SUBSCRIBERS.stack
+    for position in range(len(stack) - 1, -1, -1):
+        if stack[position] is subscriber:
+            del stack[position]
+            return
+
+
+def innermost(role: type[Role]) -> Role | None:
+    """The innermost subscriber on this thread that plays ``role`` (:class:`LaunchBounder` or
+    :class:`OperationWatcher`), or None."""
+    for subscriber in reversed(_SUBSCRIBERS.stack):
+        if isinstance(subscriber, role):
+            return subscriber
+    return None

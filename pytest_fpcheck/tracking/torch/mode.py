@@ -1,0 +1,311 @@
+"""The PyTorch backend's dispatch mode behind ``fp.track()`` (RENDER III-A).
+
+:class:`Tracker` sees every ATen operation run on its thread inside the block, runs it, and
+records an enclosure of each floating result beside its storage (:mod:`..core.store`): a
+substitute (:mod:`.substitutes`) or a composite operation's decomposition runs through the
+tracker itself; any other operation is bounded by its rule from the registry (:mod:`.rules`,
+given a :class:`~.context.RuleContext`). Views need no rule; an operation with a floating operand
+and no rule raises ``UnsupportedOperation``. Where an input may be NaN the operation is re-run on
+NaN markers so that NaN propagates as PyTorch propagates it. The tracker subscribes to the
+Triton instrumentation (:mod:`..core.observe`) for the block, so kernels launched in it are
+bounded too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...adapters import is_torch_tensor
+from ...adapters.torch import dtype_format, internal
+from ...errors import InvalidArgument, StaleBoundsError, UnsupportedOperation
+from ...interval.bounds import Bounds, Provenance
+from ...interval.core import Interval
+from ...interval.kernels import summary
+from ...interval.registry import lookup
+from ..core import observe
+from ..core.interpose import Interposer, OpCall
+from ..core.policy import SumBound
+from ..core.store import STORE, Record
+from ..triton import scope as triton_scope
+from . import rules as _rules  # noqa: F401  (registers the rules)
+from .context import RuleContext
+from .substitutes import SUBSTITUTES
+
+__all__ = ["MODES", "Tracker", "tensors"]
+
+MODES = ("rigorous", "probabilistic")
+
+
+def tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in an argument or result (nested in lists, tuples and dicts), in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in tensors(item)]
+    return []
+
+
+def _storage_ids(values: list[torch.Tensor]) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in values if t.untyped_storage().nbytes()}
+
+
+class Tracker(Interposer):
+    """The dispatch mode behind :func:`~pytest_fpcheck.tracking.track.track`. ``mode``, ``order`` and ``ops`` (how many
+    operations it bounded) are public."""
+
+    def __init__(
+        self,
+        *,
+        mode: str = "rigorous",
+        order: Any = None,
+        assume: Mapping[Any, Any] | None = None,
+        matmul_model: Any = None,
+    ) -> None:
+        super().__init__()
+        if mode not in MODES:
+            raise InvalidArgument("mode", mode, f"one of {', '.join(map(repr, MODES))}")
+        if order is not None and not (hasattr(order, "n") and hasattr(order, "error_factor")):
+            raise InvalidArgument("order", order, "a SummationTree from fp.reveal_order (or None)")
+        self.mode = mode
+        self.order = order
+        self.sums = SumBound(mode, order, _matmul_models(matmul_model))
+        self.assume = dict(assume or {})
+        self.ops = 0
+        for tensor, bounds in self.assume.items():
+            if not is_torch_tensor(tensor):
+                raise InvalidArgument("assume", tensor, "a mapping from torch tensors to Bounds")
+            if not isinstance(bounds, Bounds):
+                raise InvalidArgument(
+                    f"assume[{tuple(tensor.shape)}]", bounds, "a Bounds (e.g. from fp.hull)"
+                )
+            if bounds.shape != tuple(tensor.shape):
+                raise InvalidArgument(
+                    f"assume[{tuple(tensor.shape)}]",
+                    bounds,
+                    f"Bounds of shape {tuple(tensor.shape)}",
+                )
+
+    @contextlib.contextmanager
+    def reentered(self) -> Iterator[None]:
+        """Make this tracker see the operations run inside the block, even from within the
+        handling of another operation (for substitutes)."""
+        active = type(self)._active
+        depth = getattr(active, "depth", 0)
+        active.depth = 0
+        try:
+            with self:
+                yield
+        finally:
+            active.depth = depth
+
+    def kernel_bounded(self) -> None:
+        """A Triton launch in the block was bounded (:class:`..core.observe.LaunchBounder`)."""
+        self.ops += 1
+
+    def __enter__(self) -> Tracker:
+        triton_scope.attach()
+        try:
+            super().__enter__()
+        except BaseException:
+            triton_scope.detach()
+            raise
+        observe.subscribe(self)
+        for tensor, bounds in self.assume.items():
+            STORE.write(
+                tensor,
+                Interval(bounds.lo, bounds.hi),
+                provenance=bounds.provenance,
+                mode=self.mode,
+                notes=(*bounds.notes, "seeded by track(assume=...)"),
+            )
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        observe.unsubscribe(self)
+        try:
+            super().__exit__(*exc)
+        finally:
+            triton_scope.detach()
+
+    def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
+        substitute = SUBSTITUTES.get(call.packet)
+        if substitute is not None:
+            with self.reentered():
+                return substitute(*call.args, **call.kwargs)
+        rule = lookup(call.name, call.packet)
+        if rule is None and _decomposable(call.func):
+            # a composite operation reaching the mode undecomposed (from inside another
+            # operation's decomposition): its parts, which have rules
+            with self.reentered():
+                return call.func.decompose(*call.args, **call.kwargs)
+        inputs = tensors(call.args) + tensors(call.kwargs)
+        mutable = call.func._schema.is_mutable
+        stale_notes: list[str] = []
+        records = [(t, _current_record(t, call, stale_notes)) for t in inputs]
+        snapshot: dict[int, Interval] = {}
+        if mutable:
+            for t, record in records:
+                if record is not None or dtype_format(t.dtype) is not None:
+                    snapshot[id(t)] = _snapshot(t, record)
+        out = run()
+        outputs = tensors(out)
+        if not outputs:
+            return out
+        if not mutable and _storage_ids(outputs) <= _storage_ids(inputs):
+            return out  # a view: its bounds already live beside the storage
+        tracked = any(r is not None for _, r in records)
+        floating_in = any(dtype_format(t.dtype) is not None for t in inputs)
+        if rule is None:
+            if not tracked and not floating_in:
+                return out  # a factory or an integer operation on exact inputs
+            raise UnsupportedOperation(call.name, where=call.location or None)
+        ctx = RuleContext(call, out, self.sums, snapshot)
+        ctx.notes.extend(stale_notes)
+        result = rule(ctx)
+        if any(r is not None and r.unbounded for _, r in records) or any(
+            _unbounded(i) for i in snapshot.values()
+        ):
+            result = _propagate_nan(ctx, inputs, result)
+        self.ops += 1
+        self._record(ctx, outputs, result, [r for _, r in records if r is not None], mutable)
+        return out
+
+    def _record(
+        self,
+        ctx: RuleContext,
+        outputs: list[torch.Tensor],
+        result: Any,
+        inherited: list[Record],
+        in_place: bool,
+    ) -> None:
+        intervals = result if isinstance(result, (tuple, list)) else (result,)
+        provenance = Provenance().merge(*(r.provenance for r in inherited))
+        notes = tuple(dict.fromkeys([n for r in inherited for n in r.notes] + ctx.notes))
+        inherited_radius = max((r.max_radius for r in inherited), default=0.0)
+        handed_over: set[int] = set()
+        for tensor, interval in zip(outputs, intervals, strict=False):
+            if interval is None:
+                continue
+            if interval.is_point and not STORE.has_record(tensor):
+                continue  # exact and never tracked: nothing to say
+            # a rule's result arrays become the record's buffers (no copy) unless another
+            # output already took them
+            ends = {id(interval.lo), id(interval.hi)}
+            owned = not ends & handed_over
+            handed_over |= ends
+            record = STORE.write(
+                tensor,
+                interval,
+                provenance=provenance,
+                mode=self.mode,
+                notes=notes,
+                in_place=in_place,
+                owned=owned,
+            )
+            covered = record.lo.size == tensor.numel()
+            radius = record.max_radius if covered else summary(interval.lo, interval.hi)[0]
+            own = max(radius - inherited_radius, 0.0)
+            record.provenance = provenance.merge(site=ctx.call.site, widening=own)
+
+
+def _decomposable(func: torch._ops.OpOverload) -> bool:
+    """Whether the operation has a composite kernel (PyTorch's decomposition into other
+    operations, run by ``OpOverload.decompose``)."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
+    )
+
+
+def _current_record(t: torch.Tensor, call: OpCall, notes: list[str]) -> Record | None:
+    """The record of an operand. One modified outside tracking since its bounds were recorded
+    is an input again: its record is dropped, its current value taken as exact, and the
+    operation's bounds carry a note saying so (``bounds_of`` on it still raises)."""
+    try:
+        return STORE.record_of(t)
+    except StaleBoundsError:
+        STORE.forget(t)
+        notes.append(
+            f"{call.site}: an operand of shape {tuple(t.shape)} was modified outside tracking "
+            "after its bounds were recorded; its current value was taken as exact"
+        )
+        return None
+
+
+def _unbounded(interval: Interval) -> bool:
+    return not interval.is_point and bool(
+        (np.isneginf(interval.lo) & np.isposinf(interval.hi)).any()
+    )
+
+
+def _propagate_nan(ctx: RuleContext, inputs: list[torch.Tensor], result: Any) -> Any:
+    """Where an input element may be NaN (its enclosure is the whole line), run the operation
+    itself on NaN markers (float64 copies with NaN there) and make every output element the
+    operation turns into NaN the whole line too: NaN propagates exactly as PyTorch does it."""
+    markers: dict[int, torch.Tensor] = {}
+    for t in inputs:
+        if dtype_format(t.dtype) is None or id(t) in markers:
+            continue
+        enclosure = ctx.interval(t)
+        values = np.array(ctx.values(t), dtype=np.float64)
+        values = np.broadcast_to(values, enclosure.shape).copy()
+        values[np.isneginf(enclosure.lo) & np.isposinf(enclosure.hi)] = np.nan
+        markers[id(t)] = torch.from_numpy(values)
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return markers.get(id(value), value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(swap(v) for v in value)
+        return value
+
+    kwargs = {k: swap(v) for k, v in ctx.kwargs.items() if k != "out"}
+    with internal(), torch.no_grad():
+        marked = ctx.call.func(*swap(ctx.args), **kwargs)
+    intervals = list(result) if isinstance(result, (tuple, list)) else [result]
+    for position, output in enumerate(tensors(marked)[: len(intervals)]):
+        interval = intervals[position]
+        if interval is None or dtype_format(output.dtype) is None:
+            continue
+        nan = np.isnan(output.to(torch.float64).numpy())
+        if nan.any():
+            lo = np.where(nan, -np.inf, np.broadcast_to(interval.lo, nan.shape))
+            hi = np.where(nan, np.inf, np.broadcast_to(interval.hi, nan.shape))
+            intervals[position] = Interval(lo, hi)
+    return tuple(intervals)
+
+
+def _snapshot(t: torch.Tensor, record: Record | None) -> Interval:
+    """An in-place operation overwrites its operand: read its enclosure (copied) first."""
+    if record is not None:
+        current = STORE.read(t)
+        assert current is not None
+        if current.is_point:
+            return Interval.point(current.lo.copy())
+        return Interval(current.lo.copy(), current.hi.copy())
+    with internal(), torch.no_grad():
+        return Interval.point(t.detach().to("cpu", torch.float64).numpy().copy())
+
+
+def _matmul_models(value: Any) -> tuple[Any, ...]:
+    """``track(matmul_model=...)``: a MatmulFeatures (``fp.probe_matmul``), a dict of
+    ``fp.emulate.fused_matmul`` parameters with ``in_dtype``/``out_dtype``, or a list of them
+    (one per input format)."""
+    models = value if isinstance(value, (list, tuple)) else ([] if value is None else [value])
+    for model in models:
+        features = all(hasattr(model, a) for a in ("in_dtype", "block_width", "summary"))
+        parameters = isinstance(model, dict) and {"in_dtype", "out_dtype"} <= set(model)
+        if not (features or parameters):
+            raise InvalidArgument(
+                "matmul_model",
+                model,
+                "a MatmulFeatures (fp.probe_matmul), a dict of fp.emulate.fused_matmul "
+                "parameters with in_dtype and out_dtype, or a list of them",
+            )
+    return tuple(models)

@@ -1,0 +1,206 @@
+"""Casts, correctly rounded arithmetic and library functions (RENDER III-B).
+
+* **Casts and copies**: the source enclosure rounded outward onto the result format.
+* **Correctly rounded arithmetic** (add, sub, mul, div, sqrt, dropout's scaling): the exact range,
+  rounded outward onto the result format (:mod:`pytest_fpcheck.interval.elementwise`).
+* **Library functions** (exp, log, tanh, erf, sigmoid, rsqrt, ...): the exact range of a monotone
+  function, widened by its documented ULP error in the compute format (``ULP_ERRORS``), then
+  rounded; ``pow`` by repeated outward products for integer exponents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ....adapters.torch import dtype_format
+from ....formats import Format
+from ....interval import elementwise as ew
+from ....interval.core import Interval
+from ....interval.registry import register_rule
+from ..context import RuleContext
+from ._common import (
+    Array,
+    erf64,
+    raise_unsupported,
+    rule,
+    sigmoid64,
+)
+
+__all__: list[str] = []
+
+
+@rule("aten._to_copy", "aten.to")
+def _to_copy(ctx: RuleContext) -> Interval | None:
+    if dtype_format(ctx.outputs[0].dtype) is None:
+        return None
+    return ctx.interval(ctx.args[0]).to_format(ctx.fmt)
+
+
+@rule("aten.copy")
+def _copy(ctx: RuleContext) -> Interval:
+    return ctx.interval(ctx.args[1]).to_format(ctx.fmt)
+
+
+def _scaled(ctx: RuleContext, x: Any, alpha: Any) -> Interval:
+    operand = ctx.operand(x)
+    if alpha is None or alpha == 1:
+        return operand
+    return ew.mul(operand, ctx.operand(alpha, ctx.compute), ctx.compute, operand_bits=64)
+
+
+@rule("aten.add", "aten.sub", "aten.rsub")
+def _add(ctx: RuleContext) -> Interval:
+    a, b = ctx.arg(0, "self"), ctx.arg(1, "other")
+    if ctx.call.functional == "aten.rsub":
+        a, b = b, a
+    right = _scaled(ctx, b, ctx.kwargs.get("alpha", ctx.args[2] if len(ctx.args) > 2 else None))
+    left = ctx.operand(a)
+    if ctx.call.functional == "aten.add":
+        return ew.add(left, right, ctx.fmt)
+    return ew.sub(left, right, ctx.fmt)
+
+
+@rule("aten.mul")
+def _mul(ctx: RuleContext) -> Interval:
+    a, b = ctx.arg(0, "self"), ctx.arg(1, "other")
+    return ew.mul(ctx.operand(a), ctx.operand(b), ctx.fmt, operand_bits=ctx.operand_bits(a, b))
+
+
+@rule("aten.native_dropout")
+def _native_dropout(ctx: RuleContext) -> tuple[Interval, None]:
+    """ATen's fused dropout: when training (``train`` True or None), x * mask * scale with the
+    drawn mask (its boolean output, exact) and scale = 1 / (1 - p) held in the compute format,
+    one rounding; otherwise a copy of x. (The decomposition of ``F.dropout`` reaches the
+    tracker as bernoulli, mul and div instead.)"""
+    x = ctx.arg(0, "input")
+    p, train = float(ctx.arg(1, "p")), ctx.arg(2, "train", None)
+    a = ctx.operand(x)
+    if train is False:
+        return a, None
+    kept = ctx.values(ctx.outputs[1]) != 0
+    masked = Interval(np.where(kept, a.lo, 0.0), np.where(kept, a.hi, 0.0))
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return (
+        ew.mul(masked, ctx.operand(scale, ctx.compute), ctx.fmt, operand_bits=ctx.operand_bits(x)),
+        None,
+    )
+
+
+@rule("aten.div")
+def _div(ctx: RuleContext) -> Interval:
+    quotient = ew.div(
+        ctx.operand(ctx.arg(0, "self")), ctx.operand(ctx.arg(1, "other")), ctx.compute
+    )
+    mode = ctx.kwargs.get("rounding_mode")
+    if mode is not None:
+        integral = np.trunc if mode == "trunc" else np.floor
+        quotient = Interval(integral(quotient.lo), integral(quotient.hi))
+    return quotient.to_format(ctx.fmt)
+
+
+@rule("aten.reciprocal")
+def _reciprocal(ctx: RuleContext) -> Interval:
+    return ew.div(Interval.point(np.asarray(1.0)), ctx.operand(ctx.args[0]), ctx.fmt)
+
+
+@rule("aten.neg")
+def _neg(ctx: RuleContext) -> Interval:
+    return ew.negate(ctx.interval(ctx.args[0]))
+
+
+@rule("aten.abs")
+def _abs(ctx: RuleContext) -> Interval:
+    return ew.absolute(ctx.interval(ctx.args[0]))
+
+
+@rule("aten.sqrt")
+def _sqrt(ctx: RuleContext) -> Interval:
+    return ew.sqrt(ctx.operand(ctx.args[0]), ctx.fmt)
+
+
+#: Functions whose scalar CPU kernel (ATen uses it for the elements a vector loop leaves over)
+#: computes in the tensor's own format when it is narrower than the compute format: the extra
+#: relative error, in unit round-offs of that format. rsqrt's is 1 / std::sqrt(x) in c10::Half
+#: arithmetic, which rounds the square root to float16 (found by the soundness tests); the
+#: scalar kernels of sigmoid, gelu and silu compute in float (``opmath_t``).
+_NARROW_INTERMEDIATES = {"rsqrt": 2.0}
+
+
+def _narrow_units(ctx: RuleContext) -> float:
+    """The tensor format's unit round-off when it is narrower than the compute format, else 0."""
+    return ctx.fmt.unit_roundoff if ctx.fmt.precision < ctx.compute.precision else 0.0
+
+
+def _library(name: str, function: Callable[[Array], Array], *, increasing: bool = True) -> None:
+    def rule(ctx: RuleContext) -> Interval:
+        return ew.library_function(
+            function,
+            ctx.operand(ctx.args[0]),
+            ctx.fmt,
+            ctx.compute,
+            ew.ULP_ERRORS[name],
+            increasing=increasing,
+            absolute=ew.ABSOLUTE_ERRORS.get(name, (0.0, 0.0)),
+            relative=_NARROW_INTERMEDIATES.get(name, 0.0) * _narrow_units(ctx),
+        )
+
+    register_rule(f"aten.{name}", rule)
+
+
+ew.ULP_ERRORS.setdefault("sigmoid", 4.0)  # exp (2) + add and reciprocal (1/2 each), rounded up
+_library("exp", np.exp)
+_library("exp2", np.exp2)
+_library("expm1", np.expm1)
+_library("log", np.log)
+_library("log2", np.log2)
+_library("log1p", np.log1p)
+_library("tanh", np.tanh)
+_library("erf", erf64)
+_library("sigmoid", sigmoid64)
+_library("rsqrt", lambda x: 1.0 / np.sqrt(x), increasing=False)
+
+
+def _power_chain(x: Array, p: int, fmt: Format) -> Interval:
+    """[x^p rounded down, x^p rounded up] through p - 1 multiplications in ``fmt``."""
+    point = Interval.point(x)
+    result = point
+    for _ in range(p - 1):
+        result = ew.mul(result, point, fmt, operand_bits=64)
+    return result
+
+
+@rule("aten.pow")
+def _pow(ctx: RuleContext) -> Interval:
+    """Integer exponents: PyTorch multiplies (x*x, x*x*x, repeated squaring), so the result
+    lies between the endpoint powers computed with p - 1 outward-rounded products (x^p is
+    monotone in x for odd p, in |x| for even p). Other exponents: std::pow, a library function
+    of non-negative bases."""
+    base, exponent = ctx.arg(0, "self"), ctx.arg(1, "exponent")
+    if isinstance(exponent, torch.Tensor) or not isinstance(base, torch.Tensor):
+        raise_unsupported(ctx, "pow with a tensor exponent or a scalar base")
+    a = ctx.operand(base)
+    p = float(exponent)
+    if p == 0:
+        return Interval.point(np.ones(a.shape))
+    if p.is_integer() and 0 < p <= 64:
+        n = int(p)
+        ends = ew.absolute(a) if n % 2 == 0 else a
+        low = _power_chain(ends.lo, n, ctx.compute)
+        high = low if ends.is_point else _power_chain(ends.hi, n, ctx.compute)
+        return Interval(low.lo, high.hi).to_format(ctx.fmt)
+    if p == 0.5:
+        return ew.sqrt(a, ctx.fmt)
+    with np.errstate(invalid="ignore"):
+        positive = Interval(np.where(a.lo < 0, np.nan, a.lo), np.where(a.hi < 0, np.nan, a.hi))
+    return ew.library_function(
+        lambda x: np.power(x, p),
+        positive,
+        ctx.fmt,
+        ctx.compute,
+        ew.ULP_ERRORS["pow"],
+        increasing=p > 0,
+    )

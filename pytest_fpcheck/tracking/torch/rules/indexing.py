@@ -1,0 +1,202 @@
+"""Exact rearrangements, order-preserving selections and points (RENDER III-B).
+
+* **Points**: factories, random fills and uninitialised memory produce exact inputs.
+* **Order-preserving operations** (index, gather, scatter, cat, stack, embedding, pad, flip, sort,
+  amax, relu, clamp, rounding to integers, ...): the operation is non-decreasing in each floating
+  argument, so it is run on the lower ends and on the upper ends (in float64, Python dispatch
+  disabled); a boolean argument from an undecided comparison is noted. Views need no rule at all:
+  bounds live beside storages (:mod:`pytest_fpcheck.tracking.core.store`).
+* **Selections** by a condition (where, masked_fill): the hull of both branches where the
+  condition is undecided (:func:`pytest_fpcheck.interval.elementwise.where`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ....adapters.torch import dtype_format, internal
+from ....interval import elementwise as ew
+from ....interval.core import Interval
+from ....interval.registry import register_rule
+from ..context import RuleContext
+from ._common import (
+    as_tensor,
+    flat,
+    rule,
+)
+
+__all__: list[str] = []
+
+
+def _point_outputs(ctx: RuleContext) -> tuple[Interval, ...]:
+    return tuple(Interval.point(ctx.values(t)) for t in ctx.outputs)
+
+
+for _name in (
+    "aten.bernoulli",
+    "aten.uniform",
+    "aten.normal",
+    "aten.random",
+    "aten.exponential",
+    "aten.empty_like",
+    "aten.zeros_like",
+    "aten.ones_like",
+    "aten.full_like",
+    "aten.rand_like",
+    "aten.randn_like",
+    "aten.zero",
+    "aten.fill",
+):
+    register_rule(_name, _point_outputs)
+
+
+def _swap_floats(value: Any, pick: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(value, torch.Tensor):
+        return pick(value) if dtype_format(value.dtype) is not None else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_swap_floats(v, pick) for v in value)
+    return value
+
+
+def _monotone(ctx: RuleContext) -> Any:
+    """Run the op on float64 lower ends, then on upper ends; booleans must be decided."""
+    for value in flat(ctx.args) + flat(list(ctx.kwargs.values())):
+        if isinstance(value, torch.Tensor) and value.dtype == torch.bool:
+            _, decided = ctx.condition(value)
+            if not decided.all():
+                ctx.note(
+                    "a boolean argument depends on an undecided comparison; the bounds "
+                    "follow the observed outcome"
+                )
+    ends: dict[int, Interval] = {}
+
+    def end(index: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        def pick(t: torch.Tensor) -> torch.Tensor:
+            key = id(t)
+            if key not in ends:
+                ends[key] = ctx.interval(t)
+            interval = ends[key]
+            return as_tensor(interval.lo if index == 0 else interval.hi)
+
+        return pick
+
+    kwargs = {k: v for k, v in ctx.kwargs.items() if k != "out"}
+    with internal(), torch.no_grad():
+        low = ctx.call.func(*_swap_floats(ctx.args, end(0)), **_swap_floats(kwargs, end(0)))
+        all_points = all(i.is_point for i in ends.values())
+        high = (
+            low
+            if all_points
+            else ctx.call.func(*_swap_floats(ctx.args, end(1)), **_swap_floats(kwargs, end(1)))
+        )
+    lows = low if isinstance(low, (tuple, list)) else (low,)
+    highs = high if isinstance(high, (tuple, list)) else (high,)
+    result: list[Interval | None] = []
+    for lo_t, hi_t in zip(lows, highs, strict=True):
+        if not isinstance(lo_t, torch.Tensor) or dtype_format(lo_t.dtype) is None:
+            result.append(None)
+            continue
+        lo_a = lo_t.to(torch.float64).numpy()
+        result.append(
+            Interval.point(lo_a) if all_points else Interval(lo_a, hi_t.to(torch.float64).numpy())
+        )
+    return tuple(result)
+
+
+for _name in (
+    "aten.clone",
+    "aten.contiguous",
+    "aten.cat",
+    "aten.stack",
+    "aten.index",
+    "aten.index_select",
+    "aten.gather",
+    "aten.take",
+    "aten.take_along_dim",
+    "aten.embedding",
+    "aten.repeat",
+    "aten.tile",
+    "aten.flip",
+    "aten.roll",
+    "aten.tril",
+    "aten.triu",
+    "aten.constant_pad_nd",
+    "aten.reflection_pad1d",
+    "aten.reflection_pad2d",
+    "aten.replication_pad1d",
+    "aten.replication_pad2d",
+    "aten.scatter",
+    "aten.slice_scatter",
+    "aten.select_scatter",
+    "aten.diagonal_scatter",
+    "aten.index_put",
+    "aten.masked_scatter",
+    "aten.expand_copy",
+    "aten.permute_copy",
+    "aten.unfold_copy",
+    "aten.diag_embed",
+    "aten.sort",
+    "aten.topk",
+    "aten.amax",
+    "aten.amin",
+    "aten.max",
+    "aten.min",
+    "aten.maximum",
+    "aten.minimum",
+    "aten.fmax",
+    "aten.fmin",
+    "aten.cummax",
+    "aten.cummin",
+    "aten.relu",
+    "aten.hardtanh",
+    "aten.clamp",
+    "aten.clamp_min",
+    "aten.clamp_max",
+    "aten.floor",
+    "aten.ceil",
+    "aten.trunc",
+    "aten.round",
+    "aten.sign",
+    "aten.sgn",
+    "aten.alias_copy",
+    "aten.lift_fresh_copy",
+    "aten.max_pool2d_with_indices",
+    "aten.max_pool1d",
+    "aten.max_pool2d",
+    "aten.adaptive_max_pool2d",
+):
+    register_rule(_name, _monotone)
+
+
+@rule("aten.nan_to_num")
+def _nan_to_num(ctx: RuleContext) -> Interval:
+    """Monotone on the extended reals (-inf and +inf map to neginf and posinf); an element that
+    may be NaN (the whole line) also takes the ``nan`` replacement, so its hull is kept."""
+    lows_highs: Interval | None = _monotone(ctx)[0]
+    assert lows_highs is not None
+    a = ctx.interval(ctx.args[0])
+    maybe_nan = np.isneginf(a.lo) & np.isposinf(a.hi)
+    if not maybe_nan.any():
+        return lows_highs
+    replacement = float(ctx.arg(1, "nan", 0.0) or 0.0)
+    return Interval(
+        np.where(maybe_nan, np.minimum(lows_highs.lo, replacement), lows_highs.lo),
+        np.where(maybe_nan, np.maximum(lows_highs.hi, replacement), lows_highs.hi),
+    ).to_format(ctx.fmt)
+
+
+@rule("aten.where")
+def _where(ctx: RuleContext) -> Interval:
+    condition, decided = ctx.condition(ctx.arg(0, "condition"))
+    a, b = ctx.operand(ctx.arg(1, "self")), ctx.operand(ctx.arg(2, "other"))
+    return ew.where(condition, decided, a, b)
+
+
+@rule("aten.masked_fill")
+def _masked_fill(ctx: RuleContext) -> Interval:
+    condition, decided = ctx.condition(ctx.arg(1, "mask"))
+    return ew.where(condition, decided, ctx.operand(ctx.arg(2, "value")), ctx.interval(ctx.args[0]))

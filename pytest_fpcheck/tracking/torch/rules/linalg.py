@@ -1,0 +1,241 @@
+"""Matrix products and convolutions (mm, bmm, matmul, mv, dot, addmm, baddbmm, addmv, addbmm,
+convolution): midpoint-radius products with gamma_k in the accumulation format the policy gives
+(:mod:`pytest_fpcheck.tracking.core.policy`: float32 accumulation of half-precision inputs,
+TF32, tensor cores' fused adders per FTTN), or the fused-summation model passed as
+``track(matmul_model=...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ....adapters.torch import internal
+from ....formats import Format
+from ....interval import elementwise as ew
+from ....interval.core import Interval, gamma
+from ....interval.kernels import (
+    float32_magnitudes,
+)
+from ....interval.linalg import matmul
+from ....interval.rounding import up
+from ...core.policy import dot_factor, matmul_precision
+from ..context import RuleContext
+from ._common import (
+    F64,
+    Array,
+    as_tensor,
+    rule,
+)
+
+__all__: list[str] = []
+
+
+def _modelled(ctx: RuleContext, k: int, has_c: bool) -> tuple[float, float] | None:
+    """(relative factor, absolute term) of a matmul under ``track(matmul_model=...)``'s model
+    for its input format, or None without one."""
+    bound = ctx.sums.matmul_bound(ctx.fmt, k, has_c=has_c)
+    if bound is None:
+        return None
+    ctx.note(f"matmul bounded by the fused-summation model given for {ctx.fmt.name} inputs")
+    return float(bound.relative), float(bound.absolute + bound.inputs * (1 + 2 * k))
+
+
+def _matmul_setup(ctx: RuleContext, k: int, extra_terms: int = 0) -> tuple[float, Format]:
+    precision = matmul_precision(ctx.fmt, ctx.device)
+    acc = precision.accumulate
+    u = acc.eps if precision.faithful else acc.unit_roundoff
+    source_bits = ctx.fmt.precision if precision.inputs is None else precision.inputs.precision
+    exact_products = 2 * source_bits <= acc.precision
+    factor = ctx.sums.dot_factor(k + extra_terms, u, products_exact=exact_products)
+    if ctx.device.type == "cuda" and source_bits <= 11:
+        # tensor cores (float16, bfloat16, TF32 inputs): fused multi-term adders that align to
+        # the block's largest exponent and truncate (FTTN), of unknown width
+        fused = dot_factor(
+            k + extra_terms,
+            inputs="fused",
+            accumulator_bits=acc.precision,
+            products_exact=exact_products,
+        )
+        factor = max(factor, fused)
+    if precision.inputs is not None:
+        e = precision.inputs.eps
+        factor = up(np.asarray((1 + factor) * (1 + 2 * e + e * e) - 1)).item()
+        ctx.note(f"inputs rounded to {precision.inputs.name} before the products")
+    return float(factor), acc
+
+
+_NARROW_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _magnitude32(x: Any, enclosure: Interval) -> Array | None:
+    """max(|x|, 2**-126) as a float32 array, from a point tensor of a format float32 holds
+    exactly (one vectorised pass instead of a float64 one): the operand of a radius product
+    (:func:`pytest_fpcheck.interval.linalg.matmul`'s ``magnitudes``); None otherwise."""
+    if not (
+        enclosure.is_point
+        and isinstance(x, torch.Tensor)
+        and x.dtype in _NARROW_DTYPES
+        and x.device.type == "cpu"
+    ):
+        return None
+    with internal(), torch.no_grad():
+        if x.dtype == torch.float32:
+            return float32_magnitudes(x.detach().numpy())
+        magnitude = x.detach().abs().to(torch.float32).clamp_min_(2.0**-126)
+    result: Array = magnitude.numpy()
+    return result
+
+
+def _product(
+    ctx: RuleContext,
+    a: Interval,
+    b: Interval,
+    k: int,
+    addend: Interval | None = None,
+    product: Callable[[Array, Array], Array] = np.matmul,
+    magnitudes: tuple[Array | None, Array | None] = (None, None),
+) -> Interval:
+    factor, acc = _matmul_setup(ctx, k, 1 if addend is not None else 0)
+    if addend is None:
+        return matmul(
+            a,
+            b,
+            ctx.fmt,
+            factor=factor,
+            accumulate=acc,
+            product=product,
+            k=k,
+            magnitudes=magnitudes,
+        )
+    # addend + A B: one more term in the same accumulation; evaluate A B unrounded, then add
+    # the addend with the same factor applied to its magnitude.
+    inner = matmul(a, b, F64, factor=factor, accumulate=acc, product=product, k=k + 1)
+    spread = up(addend.magnitude() * factor * (1 + 2**-40))
+    return ew.add(inner, addend, F64).widen(spread).to_format(ctx.fmt)
+
+
+def _scale(ctx: RuleContext, a: Interval, factor: Any) -> Interval:
+    if factor is None or float(factor) == 1.0:
+        return a
+    return ew.mul(a, Interval.point(np.asarray(float(factor))), F64)
+
+
+@rule("aten.mm", "aten.bmm", "aten.matmul", "aten.mv", "aten.dot", "aten.vdot")
+def _mm(ctx: RuleContext) -> Interval:
+    a, b = ctx.args[0], ctx.args[1]
+    k = a.shape[-1]
+    left, right = ctx.operand(a), ctx.operand(b)
+    model = _modelled(ctx, k, has_c=False)
+    if model is not None:
+        return _model_product(ctx, left, right, k, model)
+    magnitudes = (_magnitude32(a, left), _magnitude32(b, right))
+    return _product(ctx, left, right, k, magnitudes=magnitudes)
+
+
+def _model_product(
+    ctx: RuleContext, a: Interval, b: Interval, k: int, model: tuple[float, float]
+) -> Interval:
+    """The midpoint-radius product with the model's relative factor, widened by its absolute
+    term (subnormal spacing of each node, flushed inputs); the inputs' own radii propagate as
+    in the generic bound."""
+    factor, absolute = model
+    accumulate = matmul_precision(ctx.fmt, ctx.device).accumulate
+    product = matmul(a, b, F64, factor=factor, accumulate=accumulate, k=k)
+    return product.widen(up(np.asarray(absolute)).item()).to_format(ctx.fmt)
+
+
+@rule("aten.addmm", "aten.baddbmm", "aten.addmv", "aten.addbmm")
+def _addmm(ctx: RuleContext) -> Interval:
+    """beta * input + alpha * (m1 @ m2): the scalings are exact-range products, and the k
+    products plus the addend are one accumulation (two more terms cover either place where
+    BLAS may apply alpha and beta)."""
+    addend, m1, m2 = ctx.args[0], ctx.args[1], ctx.args[2]
+    beta, alpha = ctx.kwargs.get("beta", 1), ctx.kwargs.get("alpha", 1)
+    k = m1.shape[-1]
+    left = _scale(ctx, ctx.operand(m1), alpha)
+    shifted = _scale(ctx, ctx.operand(addend), beta)
+    extra = 0 if (float(alpha) == 1 and float(beta) == 1) else 2
+    factor, acc = _matmul_setup(ctx, k, 1 + extra)
+    if ctx.call.functional != "aten.addbmm":
+        right = ctx.operand(m2)
+        magnitudes = (
+            _magnitude32(m1, left) if float(alpha) == 1 else None,
+            _magnitude32(m2, right),
+        )
+        return matmul(
+            left,
+            right,
+            ctx.fmt,
+            factor=factor,
+            accumulate=acc,
+            k=k + 1 + extra,
+            addend=shifted,
+            magnitudes=magnitudes,
+        )
+    return _addbmm(ctx, left, ctx.operand(m2), shifted, extra)
+
+
+def _addbmm(
+    ctx: RuleContext, left: Interval, right: Interval, shifted: Interval, extra: int
+) -> Interval:
+    """beta C + alpha sum_b A_b B_b. ATen accumulates batch by batch into the result, which it
+    rounds to the result format after each batch (on CPU, one addmm per batch), so a term's
+    error compounds over the batches: the bound is one product over the batches' concatenated
+    inner dimension, each term passing the k-term accumulation (the accumulator's factor) and
+    then up to b + 2 (+ the alpha/beta scalings) roundings in the result format."""
+    batches, rows, k = left.shape
+    columns = right.shape[-1]
+    wide = left.map(lambda v: np.moveaxis(v, 0, 1).reshape(rows, batches * k))
+    tall = right.map(lambda v: v.reshape(batches * k, columns))
+    inner, acc = _matmul_setup(ctx, k, 1)
+    outer = gamma(batches + 2 + extra, ctx.fmt.unit_roundoff)
+    factor = float(up(np.asarray((1 + inner) * (1 + outer) - 1)) * (1 + 2**-50))
+    # the running result lives in the result format: its overflow threshold may be the lower
+    accumulate = ctx.fmt if ctx.fmt.max_finite < acc.max_finite else acc
+    return matmul(
+        wide,
+        tall,
+        ctx.fmt,
+        factor=factor,
+        accumulate=accumulate,
+        k=batches * k + batches + 1 + extra,
+        addend=shifted,
+    )
+
+
+@rule("aten.convolution")
+def _convolution(ctx: RuleContext) -> Interval:
+    """A convolution is bilinear with non-negative coefficients: the matmul bound applies with
+    the convolution itself as the product (float64, Python dispatch disabled) and k the number
+    of terms each output sums."""
+    x, w, bias, stride, padding, dilation, transposed, output_padding, groups = ctx.args[:9]
+    k = (
+        int(np.prod(w.shape[1:]))
+        if not transposed
+        else int(w.shape[0] // groups * np.prod(w.shape[2:]))
+    )
+
+    def product(inp: Array, weight: Array) -> Array:
+        with internal(), torch.no_grad():
+            out = torch.ops.aten.convolution.default(
+                as_tensor(inp),
+                as_tensor(weight),
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+            )
+        result: Array = out.numpy()
+        return result
+
+    addend = None
+    if bias is not None:
+        addend = ctx.operand(bias).map(lambda v: v.reshape((1, -1) + (1,) * (x.dim() - 2)))
+    return _product(ctx, ctx.operand(x), ctx.operand(w), k, addend, product)

@@ -1,0 +1,138 @@
+"""Softmax and log-softmax: the exact range by monotonicity (each output increases in its own
+input and decreases in the others; RENDER III-C-2 states it as an approximation, here it is
+rigorous), plus an allowance for the rounding of ATen's kernel (shifted exponentials, their sum,
+the quotient or logarithm).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....interval import elementwise as ew
+from ....interval.core import Interval
+from ....interval.kernels import (
+    softmax_bounds,
+)
+from ....interval.rounding import down, up
+from ..context import RuleContext
+from ._common import (
+    Array,
+    rule,
+)
+
+__all__: list[str] = []
+
+
+def _row_may_be_nan(a: Interval, axis: int) -> Array:
+    """Softmax of a row is NaN when some element may be +inf (inf - inf) or every element may
+    be -inf (0 / 0)."""
+    result: Array = np.any(np.isposinf(a.hi), axis=axis, keepdims=True) | np.all(
+        np.isneginf(a.lo), axis=axis, keepdims=True
+    )
+    return result
+
+
+def _softmax_units(ctx: RuleContext) -> tuple[float, float]:
+    """(u, kappa) for softmax-like kernels: u the unit round-off of their intermediates (ATen's
+    reduced-precision CPU kernels may keep the running sum and its logarithm in the tensor's own
+    format, so the larger of the compute and tensor formats'), kappa the relative error of one
+    exp (its ULP error in the compute format, plus a rounding to the tensor format)."""
+    c = ctx.compute
+    u = max(c.unit_roundoff, ctx.fmt.unit_roundoff)
+    return u, ew.ULP_ERRORS["exp"] * c.eps + (ctx.fmt.unit_roundoff if ctx.fmt is not c else 0.0)
+
+
+def _shifted_exponentials(a: Interval, axis: int) -> tuple[Array, Array, Array, Array]:
+    """(e_lo, e_hi, sum of e_hi, sum of e_lo) of exp(x - top), top the row's largest upper end,
+    in float64 with their evaluation error allowed for (the difference's rounding, |d| 2**-53,
+    and exp's own)."""
+    top = np.max(a.hi, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        d_lo, d_hi = a.lo - top, a.hi - top
+        e_lo = np.exp(d_lo) * (1 - (np.abs(np.where(np.isfinite(d_lo), d_lo, 0.0)) + 8) * 2.0**-51)
+        e_hi = np.exp(d_hi) * (1 + (np.abs(np.where(np.isfinite(d_hi), d_hi, 0.0)) + 8) * 2.0**-51)
+        total_hi = np.sum(e_hi, axis=axis, keepdims=True) * (1 + 2**-40)
+        total_lo = np.sum(e_lo, axis=axis, keepdims=True) * (1 - 2**-40)
+    return e_lo, e_hi, total_hi, total_lo
+
+
+@rule("aten._softmax", "aten._safe_softmax", "aten.softmax")
+def _softmax(ctx: RuleContext) -> Interval:
+    """softmax_i = e_i / S, e_j = exp(x_j - m), m the row's maximum (ATen's kernel).
+
+    Exact range: softmax_i increases in x_i and decreases in the others, so
+    [e_lo_i / (e_lo_i + sum_{j != i} e_hi_j), e_hi_i / (e_hi_i + sum_{j != i} e_lo_j)]
+    (RENDER III-C-2 states this as an approximation; here it is rigorous).
+
+    Rounding: with d = x - m <= 0, the computed exponential is e (1 + kappa) plus at most
+    e^d (e^{-d u} - 1) <= 0.37 u (+ one subnormal): an absolute error a = 0.4 u + tiny that
+    stays finite for any d, -inf included (exp(-inf) = 0 exactly). S >= 1 (the maximum's term
+    is 1), so the computed sum is within S F^{+-1}, F = (1 + kappa + n a)(1 + gamma_n), and the
+    result within [(p_lo (1 - kappa) - a) / (F (1 + u)), (p_hi (1 + kappa) + a) F (1 + u)]."""
+    x = ctx.args[0]
+    axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
+    c = ctx.compute
+    a = ctx.operand(x, c)
+    n = a.shape[axis] if a.shape else 1
+    u, kappa = _softmax_units(ctx)
+    absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
+    factor = (1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u)) * (1 + u) * (1 + 2**-40)
+    # one compiled pass per row (the exponentials in float64 as _shifted_exponentials does)
+    lo, hi = softmax_bounds(
+        a.lo,
+        a.hi,
+        axis,
+        kappa,
+        absolute,
+        factor,
+        ctx.call.functional == "aten._safe_softmax",
+        ctx.fmt,
+    )
+    return Interval(lo, hi)
+
+
+@rule("aten._log_softmax", "aten.log_softmax")
+def _log_softmax(ctx: RuleContext) -> Interval:
+    """(x_i - m) - log(S): exact range by monotonicity, then the rounding: the difference
+    x_i - m errs by u |x_i - m| (evaluated at each end: the computed value is monotone in x_i),
+    log S by log F (see _softmax) plus log's ULP error, the final subtraction by u |result|."""
+    x = ctx.args[0]
+    axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
+    c = ctx.compute
+    a = ctx.operand(x, c)
+    e_lo, e_hi, total_hi, total_lo = _shifted_exponentials(a, axis)
+    top = np.max(a.hi, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    # m lies between the row's largest lower end and top
+    lowest_max = np.max(a.lo, axis=axis, keepdims=True)
+    shift_gap = np.where(np.isfinite(lowest_max), top - lowest_max, 0.0)
+    n = a.shape[axis] if a.shape else 1
+    u, kappa = _softmax_units(ctx)
+    absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
+        low = (a.lo - top) - np.log(e_lo + (total_hi - e_hi))
+        high = (a.hi - top) - np.log(e_hi + np.maximum(total_lo - e_lo, 0.0))
+        log_f = np.log((1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u))) * (1 + 2**-40)
+        log_s = np.maximum(np.abs(np.log(total_hi)), np.abs(np.log(np.maximum(total_lo, 1e-300))))
+        common = (
+            log_f
+            + (ew.ULP_ERRORS["log"] * c.eps + 2 * u) * log_s
+            + ew.ULP_ERRORS["log"] * c.smallest_subnormal
+        )
+        low_allowance = (
+            u * (np.abs(a.lo - top) + shift_gap)
+            + common
+            + u * np.abs(low)
+            + 2**-48 * (np.abs(low) + log_s)
+        )
+        high_allowance = (
+            u * (np.abs(a.hi - top) + shift_gap)
+            + common
+            + u * np.abs(high)
+            + 2**-48 * (np.abs(high) + log_s)
+        )
+        lo = down(low - low_allowance)
+        hi = up(high + high_allowance)
+        nan = np.isnan(lo) | np.isnan(hi) | _row_may_be_nan(a, axis)
+    return Interval(np.where(nan, -np.inf, lo), np.where(nan, np.inf, hi)).to_format(ctx.fmt)

@@ -1,0 +1,9 @@
+"""The Triton backend of tracking: an instrumented interpreter (issue 4, RENDER IV-A-2).
+
+``scope`` decides when the interpreter of the installed triton is instrumented (while a
+``fp.track()`` or ``fp.watch_nonfinite()`` block is open), ``hooks`` holds the instrumentation
+and reports to the subscribers of :mod:`..core.observe`; ``rules`` holds the interval rule of each
+builder operation, ``reduce`` those of reductions and scans, ``memory`` the bounds of the memory a
+launch reads and writes, ``handles`` what a value carries beside its data, and ``errors_model``
+the documented error of each approximate operation.
+"""
