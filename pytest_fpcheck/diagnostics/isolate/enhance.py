@@ -1,6 +1,6 @@
 """Precision enhancement of chosen operation sites (CIEL section 3.3), as a dispatch mode.
 
-Built on the shared interposition layer (:class:`~pytest_fpcheck.tracking.interpose.Interposer`).
+Built on the shared interposition layer (:class:`~pytest_fpcheck.tracking.core.interpose.Interposer`).
 Each ATen operation run inside the block is one of three kinds:
 
 * a **site**: it computes a floating result in a format narrower than the enhanced one (a
@@ -40,7 +40,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ...adapters.torch import dtype_format
-from ...tracking.interpose import (
+from ...tracking.core.interpose import (
     _PACKAGE_DIR,
     _SKIPPED_MODULE_PREFIXES,
     _SKIPPED_PREFIXES,

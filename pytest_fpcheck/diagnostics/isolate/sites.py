@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ...tracking.interpose import describe_location
+from ...tracking.core.interpose import describe_location
 
 __all__ = ["Site", "describe_sites", "hierarchy_path"]
 
