@@ -1,6 +1,7 @@
 """The text of an isolation: :meth:`Isolation.report` and the note the pytest plugin appends to a
-failure message. Pure functions of the plain findings (:mod:`.findings`, imported downward:
-the result class that calls them is not imported here), one layout:
+failure message (CIEL section 3.2: the culprit sites, and the configurations that found them).
+Pure functions of the plain findings (:mod:`.findings`, imported downward: the result class that
+calls them is not imported here), one layout:
 
     isolate (CIEL): <outcome headline>
       agreement: <what agrees means, with the tolerances>
