@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "DualDeltaFailure",
     "FPCheckError",
+    "InconclusiveVerdict",
     "InternalError",
     "InvalidArgument",
     "NonFiniteAppeared",
@@ -93,6 +94,18 @@ class UnsupportedOperation(FPCheckError):
 
 class RoundoffMismatch(FPCheckError, AssertionError):
     """The verdict is "bug" (Type-II): expected values lie outside the round-off enclosure."""
+
+    def __init__(self, message: str, verdict: Any = None) -> None:
+        super().__init__(message)
+        self.verdict = verdict
+
+
+class InconclusiveVerdict(FPCheckError, AssertionError):
+    """The verdict is "inconclusive": the round-off enclosure is too wide to separate round-off
+    from a bug (API section 9). A test failure, but no proof of a bug: a sibling of
+    :class:`RoundoffMismatch`, not a subclass, so that ``pytest.raises(RoundoffMismatch)``
+    around a planted bug cannot pass on a check that saw nothing. ``.verdict`` holds the
+    verdict (or the module comparison)."""
 
     def __init__(self, message: str, verdict: Any = None) -> None:
         super().__init__(message)

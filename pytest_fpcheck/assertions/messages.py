@@ -21,6 +21,17 @@ form, then the result's summary table:
 
     <DualDeltaResult.summary()>
 
+A module comparison (:meth:`~pytest_fpcheck.assertions.modules.ModuleComparison.report`) has
+the same headline form, a count line, one table row per module call (:func:`table_lines`), then
+the full verdict of the first failing call, indented:
+
+    fpcheck modules 'bug': Type-II (bug) in <path> (<class>): ...
+    <n> module calls judged against <reference> ...: <counts>
+    call  module  class  verdict  outside  resolution  widest operation
+       0  <root>  ...
+    first bug: <path>, <what>:
+      <its verdict's message>
+
 ``msg`` (a string or a callable that wraps the generated text) is applied by :func:`with_user_message`.
 """
 
@@ -39,6 +50,7 @@ __all__ = [
     "message",
     "offender_line",
     "offender_lines",
+    "table_lines",
     "with_user_message",
 ]
 
@@ -108,6 +120,22 @@ def allclose_line(
         f"{index_text(greatest_absolute_index)}, greatest relative difference "
         f"{greatest_relative:.6g} at {index_text(greatest_relative_index)}"
     )
+
+
+def table_lines(
+    header: Sequence[str], rows: Iterable[Sequence[str]], *, right: Sequence[int] = ()
+) -> list[str]:
+    """A plain-text table: each column as wide as its widest cell, two spaces between columns,
+    the columns numbered in ``right`` aligned right; trailing spaces removed."""
+    cells = [list(header), *(list(row) for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return [
+        "  ".join(
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in cells
+    ]
 
 
 def message(lines: Iterable[str]) -> str:

@@ -1,11 +1,12 @@
-"""``assert_roundoff_close``: fail only when the difference is more than round-off."""
+"""``assert_roundoff_close``: fail when the difference is more than round-off, and when the
+enclosure is too wide to tell (an "inconclusive" verdict, unless it is accepted)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InvalidArgument, RoundoffMismatch
+from ..errors import InconclusiveVerdict, InvalidArgument, RoundoffMismatch
 from ..interval.bounds import Bounds
 from .messages import with_user_message
 from .verdict import Verdict, classify
@@ -22,14 +23,20 @@ def assert_roundoff_close(
     rtol: float | None = None,
     atol: float | None = None,
     equal_nan: bool = False,
+    max_resolution: float | None = None,
+    accept_inconclusive: bool = False,
     msg: str | Callable[[str], str] | None = None,
 ) -> Verdict:
-    """Raise :class:`~pytest_fpcheck.errors.RoundoffMismatch` when the verdict is "bug";
-    return the verdict otherwise ("exact", "roundoff", or "close" when no bounds were recorded
-    and the rtol/atol fallback passed)."""
+    """Raise :class:`~pytest_fpcheck.errors.RoundoffMismatch` when the verdict is "bug", and
+    :class:`~pytest_fpcheck.errors.InconclusiveVerdict` when it is "inconclusive" (the
+    enclosure's resolution is worse than ``max_resolution``, or unbounded on a finite value)
+    unless ``accept_inconclusive=True``; return the verdict otherwise ("exact", "roundoff", or
+    "close" when no bounds were recorded and the rtol/atol fallback passed)."""
     __tracebackhide__ = True
     if not isinstance(equal_nan, bool):
         raise InvalidArgument("equal_nan", equal_nan, "True or False")
+    if not isinstance(accept_inconclusive, bool):
+        raise InvalidArgument("accept_inconclusive", accept_inconclusive, "True or False")
     verdict = classify(
         actual,
         expected,
@@ -38,6 +45,7 @@ def assert_roundoff_close(
         rtol=rtol,
         atol=atol,
         equal_nan=equal_nan,
+        max_resolution=max_resolution,
     )
     from ..report.points import element_points
     from .record import record_verdict
@@ -47,4 +55,6 @@ def assert_roundoff_close(
     )
     if verdict.kind == "bug":
         raise RoundoffMismatch(with_user_message(verdict.report(), msg), verdict) from None
+    if verdict.kind == "inconclusive" and not accept_inconclusive:
+        raise InconclusiveVerdict(with_user_message(verdict.report(), msg), verdict) from None
     return verdict

@@ -9,7 +9,13 @@ The rule (API section 1):
   infinity the other side's enclosure does not reach) is outside; where both are NaN it matches
   only with ``equal_nan``;
 * without any bounds, the comparison falls back to ``rtol``/``atol`` and says so: kind
-  ``"close"`` (within tolerance, no round-off claim) or ``"bug"``; it never says "roundoff".
+  ``"close"`` (within tolerance, no round-off claim) or ``"bug"``; it never says "roundoff";
+* every bounded verdict states its resolution (:mod:`.resolution`: the median over the elements
+  of the smallest relative deviation the enclosure would have flagged) and where no element is
+  outside but the enclosure cannot separate round-off from a bug (an unbounded enclosure on a
+  finite value, or a resolution worse than ``max_resolution``), the kind is ``"inconclusive"``,
+  never ``"roundoff"`` (API section 9): a Type-I verdict always comes from an enclosure that
+  rejects a factor of 2 on at least half of the elements.
 
 Before judging, ``actual`` is checked against its own enclosure: a computed value outside the
 bounds recorded for it would be a soundness bug of this package, reported as
@@ -28,15 +34,17 @@ from ..errors import InternalError, InvalidArgument
 from ..formats import Format, ulp
 from ..interval.bounds import Bounds, contains
 from . import messages
+from .resolution import Resolution, current_max_resolution, inconclusive_reason, resolution_of
 
 __all__ = ["KINDS", "Excess", "Offender", "Verdict", "classify", "default_tolerances"]
 
-KINDS = ("exact", "roundoff", "close", "bug")
+KINDS = ("exact", "roundoff", "inconclusive", "close", "bug")
 
 #: what the headline of a failure message says of each kind
 _HEADLINES = {
     "exact": "exact: actual equals expected element for element",
     "roundoff": "Type-I (round-off): the difference is within the round-off that the computation of actual can produce",
+    "inconclusive": "inconclusive: no element is outside the round-off enclosure of actual, but the enclosure is too wide to tell round-off from a bug",
     "close": "within rtol/atol, but unproven: no round-off bounds were recorded for actual",
     "bug": "Type-II (bug): the difference is more than round-off can explain",
 }
@@ -115,6 +123,10 @@ class Verdict:
     fallback: bool = False
     nonfinite_mismatches: int = 0
     tightness: float | None = None
+    resolved: Resolution | None = None
+    max_resolution: float | None = None
+    reason: str = ""
+    widest: str = ""
     provenance: str = ""
     notes: tuple[str, ...] = ()
     shape: tuple[int, ...] = ()
@@ -123,7 +135,14 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return self.kind != "bug"
+        """Neither a bug nor inconclusive."""
+        return self.kind not in ("bug", "inconclusive")
+
+    @property
+    def resolution(self) -> float | None:
+        """The smallest relative deviation the enclosure would have flagged, as the median
+        over the elements (:mod:`~pytest_fpcheck.assertions.resolution`); None without bounds."""
+        return None if self.resolved is None else self.resolved.median
 
     def report(self) -> str:
         """The verdict as text, in the layout of every failure message
@@ -145,8 +164,14 @@ class Verdict:
         lines += messages.offender_lines(self._offender_line(o) for o in self.offenders)
         if self.tightness is not None:
             lines.append(f"enclosure: median radius {self.tightness:.3g} ULP ({self.format.name})")
+        if self.resolved is not None:
+            lines.append(_resolution_line(self.resolved))
+        if self.reason:
+            lines.append(f"why inconclusive: {self.reason}")
         if self.provenance:
             lines.append(f"widest provenance: {self.provenance}")
+        if self.kind == "inconclusive":
+            lines.append(_NEXT_STEP)
         lines += [f"note: {note}" for note in self.notes]
         close = self.allclose
         lines.append(
@@ -191,10 +216,31 @@ class Verdict:
             "worst_index": list(self.worst_index) if self.worst_index is not None else None,
             "worst_excess": self.worst_excess._asdict() if self.worst_excess else None,
             "tightness_ulps": self.tightness,
+            "resolution": self.resolution,
+            "factor2_fraction": self.resolved.factor2 if self.resolved is not None else None,
+            "unbounded": self.resolved.unbounded if self.resolved is not None else None,
+            "max_resolution": self.max_resolution,
+            "inconclusive_reason": self.reason or None,
+            "widest": self.widest or None,
             "provenance": self.provenance,
             "notes": list(self.notes),
             "allclose_passed": self.allclose.passed,
         }
+
+
+_NEXT_STEP = (
+    "next: judge the model module by module on the reference's inputs, where enclosures stay "
+    "narrow: fp.compare_modules(model, torch.float64, *inputs) names the first module that is "
+    "a bug (docs/roundoff.md); or accept this verdict with accept_inconclusive=True"
+)
+
+
+def _resolution_line(resolved: Resolution) -> str:
+    """``resolution: R relative ...``: what the enclosure could have flagged."""
+    return (
+        f"resolution: {resolved.median:.3g} relative (the median element flags a deviation of "
+        f"that size); {100.0 * resolved.factor2:.3g}% of the elements would reject a factor of 2"
+    )
 
 
 def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -257,8 +303,14 @@ def classify(
     rtol: float | None = None,
     atol: float | None = None,
     equal_nan: bool = False,
+    max_resolution: float | None = None,
 ) -> Verdict:
-    """Compare ``actual`` with ``expected`` and say whether their difference is round-off."""
+    """Compare ``actual`` with ``expected`` and say whether their difference is round-off.
+
+    ``max_resolution`` (a relative deviation below 0.5; None: the run's default, 0.1 unless
+    the ``fpcheck_max_resolution`` option says otherwise) is the worst resolution a
+    "roundoff" verdict may have: a wider enclosure gives "inconclusive"."""
+    threshold = current_max_resolution(max_resolution)
     if is_torch_tensor(actual) and is_torch_tensor(expected) and actual.device != expected.device:
         raise InvalidArgument(
             "expected",
@@ -317,6 +369,15 @@ def classify(
     outside_mask = ~inside
     outside = int(np.count_nonzero(outside_mask))
     kind = "exact" if equal.all() else ("roundoff" if outside == 0 else "bug")
+    resolved = resolution_of(
+        a,
+        bounds.lo,
+        bounds.hi,
+        other=(e, expected_bounds.lo, expected_bounds.hi) if expected_bounds is not None else None,
+    )
+    reason = inconclusive_reason(resolved, threshold) if kind == "roundoff" else None
+    if reason is not None:
+        kind = "inconclusive"
     worst, excess = _worst(a, e, bounds, radius, outside_mask, fmt, expected_bounds)
     offenders = tuple(
         _offender(a, e, bounds, int(i), shape) for i in np.flatnonzero(outside_mask)[:5]
@@ -334,6 +395,10 @@ def classify(
         two_sided=expected_bounds is not None,
         nonfinite_mismatches=int(np.count_nonzero(nonfinite & outside_mask)),
         tightness=_tightness(bounds, a, fmt),
+        resolved=resolved,
+        max_resolution=threshold,
+        reason=reason or "",
+        widest=bounds.provenance.entries[0][0] if bounds.provenance.entries else "",
         provenance=bounds.provenance.describe(),
         notes=tuple(dict.fromkeys(notes)),
         shape=shape,

@@ -53,14 +53,18 @@ def test_bug_message_layout_is_pinned() -> None:
         == "  (2,): actual=0.300048828125, expected=0.31, enclosure=[0.2998046875, 0.30029296875]"
     )
     assert lines[6] == "enclosure: median radius 0.5 ULP (float16)"
-    assert re.fullmatch(
-        r"widest provenance: aten\.mul at test_verdict\.py:\d+ \(\+0\.000244\)", lines[7]
+    assert lines[7] == (
+        "resolution: 0.000611 relative (the median element flags a deviation of that size); "
+        "100% of the elements would reject a factor of 2"
     )
-    assert lines[8] == (
+    assert re.fullmatch(
+        r"widest provenance: aten\.mul at test_verdict\.py:\d+ \(\+0\.000244\)", lines[8]
+    )
+    assert lines[9] == (
         "plain allclose (rtol=0.001, atol=1e-05): would have failed, 1 / 3 (33.3%) mismatched; "
         "greatest absolute difference 0.00995117 at (2,), greatest relative difference 0.0321006 at (2,)"
     )
-    assert len(lines) == 9
+    assert len(lines) == 10
     assert info.value.verdict.kind == "bug"
 
 
@@ -133,6 +137,8 @@ def test_explicit_bounds_and_expected_bounds() -> None:
     )
     assert fp.classify(actual, np.array([1.05, 1.95]), bounds=bounds).kind == "roundoff"
     assert fp.classify(actual, np.array([1.2, 1.95]), bounds=bounds).kind == "bug"
+    # two-sided, the reaches add up: (0.1 + 0.15) / 1 and (0.1 + 0.05) / 2, a median
+    # resolution of 0.1625, worse than the default threshold of 0.1
     other = Bounds(
         np.array([1.05, 1.9]),
         np.array([1.3, 2.0]),
@@ -140,17 +146,19 @@ def test_explicit_bounds_and_expected_bounds() -> None:
         np.float64,
         fp.format_of("float64"),
     )
-    assert (
-        fp.classify(actual, np.array([1.2, 1.95]), bounds=bounds, expected_bounds=other).kind
-        == "roundoff"
+    two_sided = fp.classify(actual, np.array([1.2, 1.95]), bounds=bounds, expected_bounds=other)
+    assert (two_sided.kind, two_sided.resolution) == ("inconclusive", pytest.approx(0.1625))
+    accepted = fp.classify(
+        actual, np.array([1.2, 1.95]), bounds=bounds, expected_bounds=other, max_resolution=0.2
     )
+    assert accepted.kind == "roundoff"
 
 
 def test_nan_and_inf_positions_are_compared_first() -> None:
     actual = np.array([1.0, np.nan, np.inf])
     bounds = Bounds(
-        np.array([0.5, -np.inf, 1.0]),
-        np.array([1.5, np.inf, np.inf]),
+        np.array([0.95, -np.inf, 1.0]),
+        np.array([1.05, np.inf, np.inf]),
         actual,
         np.float64,
         fp.format_of("float64"),

@@ -1,0 +1,95 @@
+"""The reference run of a module comparison: one plain run of the reference model with forward
+hooks on every module (RENDER section III-C: the layers' inputs and outputs, recorded once).
+
+Each module call is recorded in execution order (the order calls begin) with its path, its
+class, the call that made it (its *parent*: the innermost module call running when it began),
+copies of its positional and keyword inputs taken before it runs and of its output taken when
+it returns (so that in-place changes made later, a residual ``x += ...`` or a cache update, do
+not reach the record). The run bypasses every tracking mode: the reference is not tracked.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ...adapters.torch import internal
+from .structure import map_tensors
+
+__all__ = ["RecordedCall", "record_calls"]
+
+
+@dataclass
+class RecordedCall:
+    """One module call of the reference run (module docstring). ``occurrence`` counts the
+    calls of the same path before this one; ``frame`` lists the indices of the calls made
+    directly inside this one, in order."""
+
+    index: int
+    path: str
+    module_class: str
+    occurrence: int
+    parent: int | None
+    depth: int
+    leaf: bool
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    output: Any = None
+    frame: list[int] = field(default_factory=list)
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().clone()
+
+
+def record_calls(
+    model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[RecordedCall]:
+    """Run ``model(*args, **kwargs)`` once, untracked and without gradients, and return its
+    module calls."""
+    calls: list[RecordedCall] = []
+    stack: list[RecordedCall] = []
+    seen: Counter[str] = Counter()
+    handles = []
+
+    def hooks(path: str, module: torch.nn.Module) -> None:
+        leaf = next(iter(module.children()), None) is None
+
+        def before(_: torch.nn.Module, a: tuple[Any, ...], k: dict[str, Any]) -> None:
+            parent = stack[-1] if stack else None
+            call = RecordedCall(
+                index=len(calls),
+                path=path,
+                module_class=type(module).__name__,
+                occurrence=seen[path],
+                parent=parent.index if parent is not None else None,
+                depth=len(stack),
+                leaf=leaf,
+                args=map_tensors(a, _copy),
+                kwargs=map_tensors(k, _copy),
+            )
+            seen[path] += 1
+            if parent is not None:
+                parent.frame.append(call.index)
+            calls.append(call)
+            stack.append(call)
+
+        def after(_: torch.nn.Module, a: tuple[Any, ...], k: dict[str, Any], output: Any) -> None:
+            call = stack.pop()
+            call.output = map_tensors(output, _copy)
+
+        handles.append(module.register_forward_pre_hook(before, with_kwargs=True))
+        handles.append(module.register_forward_hook(after, with_kwargs=True, always_call=True))
+
+    for path, module in model.named_modules():
+        hooks(path, module)
+    try:
+        with torch.no_grad(), internal():
+            model(*args, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return calls

@@ -1,0 +1,195 @@
+"""Replaying one module call of the custom model on the reference's recorded inputs, under
+tracking (RENDER section III-C-1, made automatic: each layer starts from the reference's values
+instead of the custom run's, so no earlier layer's error reaches it).
+
+The rule for one recorded call of path ``p``:
+
+* the custom model's module at ``p`` runs alone, its ``forward`` called directly, on the
+  reference's recorded inputs; floating tensors are cast to that module's own dtype (its first
+  floating parameter's, else buffer's, else the custom input dtype) *inside* ``fp.track()``,
+  so the enclosures start from the exact reference values and include the cast's rounding;
+* isolated (the default), every module it calls answers with the reference's recorded output
+  of the matching call (same path, in call order within this call), cast the same way, and the
+  floating inputs handed to it are judged against the reference's: the call is judged on its
+  own code alone. A call the reference did not make runs for real and makes the call a bug;
+* not isolated, the modules it calls run for real: the whole subtree is judged;
+* each floating output (and each handed input) is judged by :func:`~..verdict.classify`
+  against the reference's; a shape that differs is a bug.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from ...tracking.track import track
+from ..verdict import Verdict, classify
+from .reference import RecordedCall
+from .result import ModuleCall
+from .structure import floating_leaves, map_tensors
+
+__all__ = ["Replay", "module_dtype"]
+
+
+def module_dtype(module: torch.nn.Module, fallback: torch.dtype) -> torch.dtype:
+    """The dtype a module computes in: its first floating parameter's, else its first floating
+    buffer's, else ``fallback``."""
+    for tensor in (*module.parameters(), *module.buffers()):
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return fallback
+
+
+def cast_to(dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A fresh copy of a tensor, floating ones in ``dtype`` (under tracking: the cast is
+    bounded)."""
+
+    def cast(t: torch.Tensor) -> torch.Tensor:
+        if t.is_floating_point():
+            return t.to(dtype, copy=True)
+        return t.clone()
+
+    return cast
+
+
+class Replay:
+    """Replays recorded calls on ``custom`` (module docstring). Use inside :meth:`installed`."""
+
+    def __init__(
+        self,
+        custom: torch.nn.Module,
+        calls: list[RecordedCall],
+        *,
+        input_dtype: torch.dtype,
+        isolate: bool,
+        max_resolution: float,
+    ) -> None:
+        self.modules = dict(custom.named_modules())
+        self.calls = calls
+        self.input_dtype = input_dtype
+        self.isolate = isolate
+        self.max_resolution = max_resolution
+        self.forwards: dict[str, Callable[..., Any]] = {}
+        # the state of the call being replayed
+        self.frame: list[int] | None = None
+        self.used: set[int] = set()
+        self.handed: list[tuple[str, Verdict]] = []
+        self.problems: list[str] = []
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Replay]:
+        """Give every custom module a forward that answers from the reference when isolated,
+        and restore the modules' own forwards afterwards."""
+        saved: dict[str, Any] = {}
+        for path, module in self.modules.items():
+            own = module.__dict__.get("forward")
+            saved[path] = own
+            real = own if own is not None else types.MethodType(type(module).forward, module)
+            self.forwards[path] = real
+            module.forward = self._stub(path, module, real)  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            for path, module in self.modules.items():
+                if saved[path] is None:
+                    del module.forward
+                else:
+                    module.forward = saved[path]  # type: ignore[method-assign]
+
+    def _stub(
+        self, path: str, module: torch.nn.Module, real: Callable[..., Any]
+    ) -> Callable[..., Any]:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if self.frame is None:
+                return real(*args, **kwargs)
+            match = next(
+                (i for i in self.frame if i not in self.used and self.calls[i].path == path), None
+            )
+            if match is None:
+                self.problems.append(
+                    f"it called {path or '<root>'} ({type(module).__name__}) more often than the "
+                    "reference did; that call ran for real"
+                )
+                frame, self.frame = self.frame, None
+                try:
+                    return real(*args, **kwargs)
+                finally:
+                    self.frame = frame
+            self.used.add(match)
+            called = self.calls[match]
+            self._judge(
+                f"input of {called.path or '<root>'}: ",
+                _inputs(args, kwargs),
+                _inputs(called.args, called.kwargs),
+                self.handed,
+            )
+            return map_tensors(called.output, cast_to(module_dtype(module, self.input_dtype)))
+
+        return forward
+
+    def _judge(
+        self,
+        prefix: str,
+        actual: list[tuple[str, torch.Tensor]],
+        expected: list[tuple[str, torch.Tensor]],
+        into: list[tuple[str, Verdict]],
+    ) -> None:
+        """Judge each labelled floating tensor of ``actual`` against the one of ``expected``
+        with the same label."""
+        found, wanted = dict(actual), dict(expected)
+        for label in sorted(wanted.keys() - found.keys()):
+            self.problems.append(f"{prefix}{label} is missing (the reference has one)")
+        for label in sorted(found.keys() - wanted.keys()):
+            self.problems.append(f"{prefix}{label} is extra (the reference has none)")
+        for label, value in found.items():
+            reference = wanted.get(label)
+            if reference is None:
+                continue
+            if value.shape != reference.shape:
+                self.problems.append(
+                    f"{prefix}{label} has shape {tuple(value.shape)}, the reference's "
+                    f"{tuple(reference.shape)}"
+                )
+                continue
+            verdict = classify(value, reference, max_resolution=self.max_resolution)
+            into.append((prefix + label, verdict))
+
+    def replay(self, call: RecordedCall) -> ModuleCall:
+        """Run one recorded call on the custom model and judge it."""
+        module = self.modules[call.path]
+        cast = cast_to(module_dtype(module, self.input_dtype))
+        self.used, self.handed, self.problems = set(), [], []
+        outputs: list[tuple[str, Verdict]] = []
+        with torch.no_grad(), track():
+            args = map_tensors(call.args, cast)
+            kwargs = map_tensors(call.kwargs, cast)
+            self.frame = list(call.frame) if self.isolate else None
+            try:
+                output = self.forwards[call.path](*args, **kwargs)
+            finally:
+                self.frame = None
+            self._judge(
+                "",
+                floating_leaves(output, "output"),
+                floating_leaves(call.output, "output"),
+                outputs,
+            )
+        return ModuleCall(
+            index=call.index,
+            path=call.path,
+            module_class=call.module_class,
+            occurrence=call.occurrence,
+            parent=call.parent,
+            depth=call.depth,
+            leaf=call.leaf,
+            verdicts=tuple(self.handed + outputs),
+            problems=tuple(self.problems),
+        )
+
+
+def _inputs(args: Any, kwargs: Any) -> list[tuple[str, torch.Tensor]]:
+    return floating_leaves(args, "args") + floating_leaves(kwargs, "kwargs")

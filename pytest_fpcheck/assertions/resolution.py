@@ -1,0 +1,157 @@
+"""The resolution of a verdict: how large a deviation its enclosure could have told from round-off
+(issue 20; RENDER section III-A's verdict, made honest about its own power).
+
+The rule, per judged element ``i`` (an element whose computed value is finite):
+
+* its *reach* is the distance from the computed value to the farther end of its enclosure,
+  ``max(hi - value, value - lo)``: an ``expected`` value farther than that from ``actual`` is
+  outside the enclosure, whatever side it lies on. For a two-sided verdict (``expected`` has an
+  enclosure too) the reach is the sum of both sides' reaches;
+* its *relative reach* is ``reach / |value|``: the smallest relative deviation that element
+  would surely have flagged (0 where the reach is 0, infinite where the value is 0 and the
+  reach is not, or where the enclosure is unbounded).
+
+A verdict's :attr:`Resolution.median` is the median relative reach over the judged elements:
+a deviation of that relative size on every element is flagged on at least half of them.
+:attr:`Resolution.factor2` is the fraction of judged elements whose relative reach is below
+1/2, the elements that would reject both ``2 * actual`` and ``actual / 2``.
+
+A verdict is *inconclusive* instead of "roundoff" when its enclosure cannot separate round-off
+from a bug: a finite computed value has an unbounded enclosure, or the median relative reach
+is worse than ``max_resolution``. ``max_resolution`` must be below 1/2, so that a "roundoff"
+verdict always comes from an enclosure that flags a factor of 2 on at least half the elements.
+The default, :data:`DEFAULT_MAX_RESOLUTION` (0.1), says: a verdict that could not tell a 10%
+error from round-off on the median element proves nothing worth the name. A run sets its own
+default with the ``fpcheck_max_resolution`` ini option (``--fpcheck-max-resolution``), which the
+plugin installs around each test with :func:`run_default`.
+
+This module imports NumPy only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from ..errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = [
+    "DEFAULT_MAX_RESOLUTION",
+    "Resolution",
+    "check_max_resolution",
+    "current_max_resolution",
+    "inconclusive_reason",
+    "resolution_of",
+    "run_default",
+]
+
+DEFAULT_MAX_RESOLUTION = 0.1
+#: a factor of 2 either way (2 * value, value / 2) is a relative deviation of at least 1/2
+FACTOR_TWO = 0.5
+
+_RUN_DEFAULT: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "fpcheck_max_resolution", default=DEFAULT_MAX_RESOLUTION
+)
+
+
+class Resolution(NamedTuple):
+    """The summary of an enclosure's relative reach over the judged elements (module
+    docstring): ``median``; ``factor2``, the fraction of judged elements that reject a factor
+    of 2; ``unbounded``, how many finite values have an unbounded enclosure; ``judged``, how
+    many elements were judged (the finite computed values)."""
+
+    median: float
+    factor2: float
+    unbounded: int
+    judged: int
+
+
+def check_max_resolution(value: object, name: str = "max_resolution") -> float:
+    """``value`` as a threshold: a number in ``(0, 1/2)``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < FACTOR_TWO:
+        raise InvalidArgument(
+            name,
+            value,
+            "a relative deviation strictly between 0 and 0.5 (above it a 'roundoff' verdict "
+            "could come from an enclosure that cannot reject a factor of 2)",
+        )
+    return float(value)
+
+
+def current_max_resolution(value: float | None = None) -> float:
+    """``value`` checked, or the run's default when it is None."""
+    return _RUN_DEFAULT.get() if value is None else check_max_resolution(value)
+
+
+@contextlib.contextmanager
+def run_default(value: float) -> Iterator[None]:
+    """Make ``value`` the default threshold inside the block (the plugin, around each test)."""
+    token = _RUN_DEFAULT.set(check_max_resolution(value, "fpcheck_max_resolution"))
+    try:
+        yield
+    finally:
+        _RUN_DEFAULT.reset(token)
+
+
+def _reach(
+    value: NDArray[np.float64], lo: NDArray[np.float64], hi: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    with np.errstate(invalid="ignore", over="ignore"):
+        reach = np.maximum(hi - value, value - lo)
+    # an exact element (lo == value == hi, infinities included) reaches nothing; an enclosure
+    # whose ends are NaN or infinite reaches everywhere
+    exact = (lo == value) & (hi == value)
+    result: NDArray[np.float64] = np.where(exact, 0.0, np.where(np.isnan(reach), np.inf, reach))
+    return result
+
+
+def resolution_of(
+    value: NDArray[np.float64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    *,
+    other: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]] | None = None,
+) -> Resolution | None:
+    """The resolution of the enclosure ``[lo, hi]`` of ``value`` (and, two-sided, of the
+    ``other`` side's ``(value, lo, hi)``); None when no element is finite."""
+    judged = np.isfinite(value)
+    if not judged.any():
+        return None
+    reach = _reach(value, lo, hi)
+    if other is not None:
+        reach = reach + _reach(*other)
+    reach, magnitude = reach[judged], np.abs(value[judged])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(reach == 0, 0.0, reach / magnitude)
+    relative = np.where(np.isnan(relative), np.inf, relative)
+    return Resolution(
+        median=float(np.median(relative)),
+        factor2=float(np.count_nonzero(relative < FACTOR_TWO)) / relative.size,
+        unbounded=int(np.count_nonzero(np.isinf(reach))),
+        judged=int(relative.size),
+    )
+
+
+def inconclusive_reason(resolution: Resolution | None, max_resolution: float) -> str | None:
+    """Why an enclosure of this resolution cannot give a "roundoff" verdict, or None."""
+    if resolution is None:
+        return None
+    if resolution.unbounded:
+        return (
+            f"{resolution.unbounded} / {resolution.judged} finite values of actual have an "
+            "unbounded enclosure: there the bounds cannot tell any value from round-off"
+        )
+    if not resolution.median <= max_resolution:
+        return (
+            f"the enclosure's resolution {resolution.median:.3g} is worse than "
+            f"max_resolution={max_resolution:g}: it could not tell a relative error of "
+            f"{max_resolution:g} from round-off on half of the elements"
+        )
+    return None
