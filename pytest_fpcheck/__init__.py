@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import (
     DualDeltaFailure,
     FPCheckError,
+    InconclusiveVerdict,
     InternalError,
     InvalidArgument,
     NonFiniteAppeared,
@@ -58,6 +59,13 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "classify": ("pytest_fpcheck.assertions.verdict", "classify"),
     "Verdict": ("pytest_fpcheck.assertions.verdict", "Verdict"),
     "assert_roundoff_close": ("pytest_fpcheck.assertions.roundoff", "assert_roundoff_close"),
+    "compare_modules": ("pytest_fpcheck.assertions.modules", "compare_modules"),
+    "assert_modules_roundoff_close": (
+        "pytest_fpcheck.assertions.modules",
+        "assert_modules_roundoff_close",
+    ),
+    "ModuleComparison": ("pytest_fpcheck.assertions.modules", "ModuleComparison"),
+    "ModuleCall": ("pytest_fpcheck.assertions.modules", "ModuleCall"),
     "exact_reference": ("pytest_fpcheck.oracle.exact", "exact_reference"),
 }
 
@@ -67,10 +75,13 @@ __all__ = [
     "DualDeltaResult",
     "FPCheckError",
     "Format",
+    "InconclusiveVerdict",
     "InternalError",
     "InvalidArgument",
     "Isolation",
     "MatmulFeatures",
+    "ModuleCall",
+    "ModuleComparison",
     "NonFiniteAppeared",
     "NonFiniteWarning",
     "NondeterministicOrder",
@@ -86,10 +97,12 @@ __all__ = [
     "Watch",
     "__version__",
     "assert_dual_delta",
+    "assert_modules_roundoff_close",
     "assert_roundoff_close",
     "assert_same_order",
     "bounds_of",
     "classify",
+    "compare_modules",
     "dual_delta",
     "emulate",
     "exact_reference",
@@ -112,6 +125,10 @@ if TYPE_CHECKING:
     from . import formats as formats
     from . import interval as interval
     from . import strategies as strategies
+    from .assertions.modules import ModuleCall as ModuleCall
+    from .assertions.modules import ModuleComparison as ModuleComparison
+    from .assertions.modules import assert_modules_roundoff_close as assert_modules_roundoff_close
+    from .assertions.modules import compare_modules as compare_modules
     from .assertions.roundoff import assert_roundoff_close as assert_roundoff_close
     from .assertions.verdict import Verdict as Verdict
     from .assertions.verdict import classify as classify
