@@ -18,13 +18,23 @@ import numpy as np
 import pytest
 
 from pytest_fpcheck.errors import InvalidArgument
-from pytest_fpcheck.report import KINDS, SCHEMA, RunReport
-from pytest_fpcheck.report.html import INLINE_DETAILS, render
+from pytest_fpcheck.report import KINDS, SCHEMA, RunReport, read_document
+from pytest_fpcheck.report.html import (
+    INLINE_DETAILS,
+    embedded,
+    findings_fragment,
+    findings_summary,
+    render,
+    scatter_svg,
+)
+from pytest_fpcheck.report.points import POINTS, element_points
 from pytest_fpcheck.report.records import (
     isolation_record,
     probe_record,
+    provenance_sites,
     record_of,
     tree_record,
+    verdict_record,
 )
 from pytest_fpcheck.report.sink import collecting, publish
 from pytest_fpcheck.report.terminal import ROW_LIMIT, section_lines, sections
@@ -297,7 +307,7 @@ def test_a_caught_bug_is_an_expected_bug_and_a_loose_enclosure_is_flagged() -> N
     assert lines[1:-2] == [
         "roundoff             0 / 128 bfloat16       1.03e+05  t.py::test_l",
         "    loose enclosure: median radius 1.03e+05 ULP >= 2**7 of bfloat16: a factor-2 error would pass",
-        "roundoff             0 / 128 bfloat16          128  t.py::test_m",
+        "roundoff             0 / 128 bfloat16            128  t.py::test_m",
         "expected-bug         4 / 128 float16             0.5  t.py::test_y",
     ]
     assert report.counts()["verdicts"] == {"roundoff": 2, "expected-bug": 1}
@@ -452,6 +462,88 @@ def test_isolation_and_probe_records_read_the_api_attributes() -> None:
     assert report.counts()["probes"] == {"undecided": 1}
 
 
+def test_verdict_record_holds_the_numbers_of_the_failure_message() -> None:
+    from pytest_fpcheck.assertions.verdict import classify
+
+    fallback = verdict_record(classify(np.array([1.0, 2.0], np.float32), np.array([1.0, 2.5])))
+    element = {"index": [1], "actual": 2.0, "expected": 2.5, "lo": None, "hi": None}
+    assert (fallback["worst"], fallback["offenders"]) == (element, [element])
+    assert fallback["allclose"] == {
+        "rtol": 1.3e-06,
+        "atol": 1e-05,
+        "mismatched": 1,
+        "total": 2,
+        "greatest_absolute": 0.5,
+        "greatest_absolute_index": [1],
+        "greatest_relative": 0.2,
+        "greatest_relative_index": [1],
+    }
+    actual, expected, bounds = _bounded_bug()
+    record = verdict_record(classify(actual, expected, bounds=bounds), caught=True)
+    assert record["worst"] == {
+        "index": [10],
+        "actual": 11.0,
+        "expected": 12.0,
+        "lo": 11.0 - 11 * 2.0**-20,
+        "hi": 11.0 + 11 * 2.0**-20,
+    }
+    assert [o["index"] for o in record["offenders"]] == [[10], [50]]
+    assert record["caught"] is True
+    report = RunReport()
+    report.add_verdict("t.py::x", record)
+    jsonschema.validate(report.to_dict(environment={}, settings={}), REPORT_SCHEMA)
+
+
+def _bounded_bug() -> tuple[Any, Any, Any]:
+    """100 float32 values with enclosures of relative radius 2**-20; expected differs by 1 at
+    elements 10 and 50."""
+    from pytest_fpcheck.formats import FORMATS
+    from pytest_fpcheck.interval.bounds import Bounds
+
+    actual = np.arange(1, 101, dtype=np.float32)
+    expected = actual.astype(np.float64)
+    expected[[10, 50]] += 1
+    wide = actual.astype(np.float64) * 2.0**-20
+    value = actual.astype(np.float64)
+    bounds = Bounds(value - wide, value + wide, value, np.float32, FORMATS["float32"])
+    return actual, expected, bounds
+
+
+def test_element_points_mark_the_elements_outside_and_keep_the_worst() -> None:
+    from pytest_fpcheck.assertions.verdict import classify
+
+    actual, expected, bounds = _bounded_bug()
+    result = classify(actual, expected, bounds=bounds)
+    points = element_points(result, actual, expected, bounds)
+    assert points is not None
+    assert len(points) == POINTS
+    assert [p for p in points if p[2]] == [[1.05e-05, 1.0, 1], [4.86e-05, 1.0, 1]]
+    inside = [p for p in points if not p[2]]
+    assert all(p[1] == 0.0 and p[0] > 0 for p in inside)
+    tight = classify(actual, actual.astype(np.float64), bounds=bounds)
+    assert element_points(tight, actual, actual.astype(np.float64), bounds) is None  # exact
+    assert element_points(classify(actual, expected), actual, expected) is None  # no bounds
+
+
+def test_provenance_sites_parse_the_provenance_text() -> None:
+    text = "aten.mm at model.py:3 in MLP.0 (+0.0312); aten.add in Block (+2); tl.dot somewhere"
+    sites = provenance_sites(text, {"model.py": "pkg/model.py"}.get)
+    assert sites == [
+        {
+            "site": "aten.mm at model.py:3 in MLP.0",
+            "op": "aten.mm",
+            "file": "model.py",
+            "line": 3,
+            "path": "pkg/model.py",
+            "module": "MLP.0",
+            "widening": 0.0312,
+        },
+        {"site": "aten.add in Block", "op": "aten.add", "module": "Block", "widening": 2.0},
+        {"site": "tl.dot somewhere"},
+    ]
+    assert provenance_sites("no operation widened it (exact inputs and exact operations)") == []
+
+
 def test_record_of_takes_a_mapping_as_the_record_and_adds_the_context() -> None:
     assert record_of("trees", TREE, {"impl": "sum"}) == {**TREE, "impl": "sum"}
     with pytest.raises(InvalidArgument, match=re.escape("kind='tree' (type str) is not valid")):
@@ -498,30 +590,29 @@ def test_publish_refuses_an_unknown_kind() -> None:
 
 
 class _Page(HTMLParser):
-    """The ids, links and resource addresses of a page, and the script's data."""
+    """The ids, links, resource addresses and section order of a page, and its data."""
 
-    def __init__(self) -> None:
+    def __init__(self, text: str) -> None:
         super().__init__()
-        self.ids: set[str] = set()
+        self.ids: list[str] = []
         self.links: list[str] = []
         self.sources: list[str] = []
-        self.data: dict[str, Any] = {}
-        self._in_data = False
+        self.feed(text)
+        self.document = embedded(text)
+        self.data: dict[str, Any] = embedded(text, "fpcheck-view")
+        details = "".join(
+            block for kind in self.data.values() for block in kind["details"].values()
+        )
+        self.feed(details)  # the blocks the script inserts
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         named = dict(attrs)
         if named.get("id"):
-            self.ids.add(str(named["id"]))
+            self.ids.append(str(named["id"]))
         if tag == "a" and named.get("href"):
             self.links.append(str(named["href"]))
         if tag in ("img", "script", "link", "iframe") and (named.get("src") or named.get("href")):
             self.sources.append(str(named.get("src") or named.get("href")))
-        self._in_data = named.get("id") == "fpcheck-data"
-
-    def handle_data(self, data: str) -> None:
-        if self._in_data:
-            self.data = json.loads(data)
-            self._in_data = False
 
     def rows(self) -> dict[str, list[list[Any]]]:
         return {key: kind["rows"] for key, kind in self.data.items()}
@@ -530,13 +621,21 @@ class _Page(HTMLParser):
         """Where each row's link goes."""
         return [f"{key}-{row[2]}" for key, rows in self.rows().items() for row in rows]
 
+    def sections(self) -> list[str]:
+        return [i for i in self.ids if i in {"tests", "environment", *(k.key for k in KINDS)}]
 
-def page_of(report: RunReport) -> tuple[str, _Page]:
-    document = json.loads(report.to_json(environment=ENVIRONMENT, settings=SETTINGS))
-    text = render(document)
-    page = _Page()
-    page.feed(text)
-    return text, page
+
+def page_of(report: RunReport, folder: Path | None = None, **run: Any) -> tuple[str, _Page]:
+    document = json.loads(report.to_json(environment=ENVIRONMENT, settings=SETTINGS, run=run))
+    text = render(document, folder)
+    return text, _Page(text)
+
+
+def details_of(page: _Page, key: str, test: str) -> str:
+    [block] = [
+        page.data[key]["details"][f"{key}-{row[2]}"] for row in page.rows()[key] if row[3] == test
+    ]
+    return block
 
 
 def test_page_is_self_contained_and_every_row_links_to_its_details(tmp_path: Path) -> None:
@@ -544,8 +643,10 @@ def test_page_is_self_contained_and_every_row_links_to_its_details(tmp_path: Pat
     (tmp_path / "dd.png").write_bytes(png)
     report = full_report()
     report.add_dual_delta("t.py::test_dd2", dual_delta(plot=str(tmp_path / "dd.png")))
+    report.add_test("t.py::test_bug", {"outcome": "passed", "duration": 0.5})
     text, page = page_of(report)
     assert {key: len(rows) for key, rows in page.rows().items()} == {
+        "tests": 1,
         "verdicts": 2,
         "appearances": 1,
         "dual_deltas": 2,
@@ -557,17 +658,199 @@ def test_page_is_self_contained_and_every_row_links_to_its_details(tmp_path: Pat
     assert "http://" not in text
     assert "https://" not in text
     assert all(anchor in page.ids for anchor in page.anchors())
-    assert "no figure (matplotlib is not installed)" in text  # the first comparison has no plot
+    internal = [link[1:] for link in page.links if link.startswith("#")]
+    assert all(anchor in page.ids for anchor in internal)
+    assert "no figure (matplotlib is not installed)" in details_of(
+        page, "dual_deltas", "t.py::test_dd"
+    )
+    jsonschema.validate(page.document, REPORT_SCHEMA)
+
+
+def test_results_come_first_the_environment_last_and_empty_sections_are_left_out() -> None:
+    report = RunReport()
+    report.add_verdict("t.py::test_a", verdict())
+    report.add_test("t.py::test_a", {"outcome": "passed", "duration": 0.5})
+    text, page = page_of(report)
+    assert page.sections() == ["tests", "verdicts", "environment"]
+    assert "Non-finite values that appeared" not in text
+    assert "<th>TRITON_INTERPRET</th><td>1</td>" in text  # the environment keeps its keys
+    _, empty = page_of(RunReport())
+    assert empty.sections() == ["environment"]
+    assert empty.data == {}
 
 
 def test_rows_are_sorted_bugs_first_with_their_cells() -> None:
     _, page = page_of(full_report())
     bug, roundoff = page.rows()["verdicts"]
-    # status, rank 0?, index of the entry, test id, then the columns
-    head = ["bug", True, 0, "t.py::test_bug"]
+    # status, mark (0: rank 0, 2: a warning, 1: else), index of the entry, test id, the columns
+    head = ["bug", 0, 0, "t.py::test_bug"]
     assert bug == [*head, "bug", "4 / 128", "float16", "0.5", "16x8", "2.1e+06", "failed"]
-    assert roundoff[:5] == ["roundoff", False, 1, "t.py::test_half", "roundoff"]
+    assert roundoff[:5] == ["roundoff", 1, 1, "t.py::test_half", "roundoff"]
     assert page.data["verdicts"]["right"] == [False, True, False, True, True, True, False]
+
+
+def test_totals_count_tests_by_outcome_and_a_caught_bug_makes_an_expected_bug() -> None:
+    report = RunReport()
+    outcomes = {"a": "passed", "b": "failed", "c": "skipped", "d": "passed", "e": "xfailed"}
+    for name, outcome in outcomes.items():
+        report.add_test(f"t.py::test_{name}", {"outcome": outcome, "duration": 0.25})
+    report.add_verdict("t.py::test_d", verdict("bug", caught=True))
+    report.add_verdict("t.py::test_b", verdict("bug"))
+    document = json.loads(report.to_json(environment={}, settings={}))
+    jsonschema.validate(document, REPORT_SCHEMA)
+    assert document["totals"] == {
+        "tests": 5,
+        "failed": 1,
+        "error": 0,
+        "xpassed": 0,
+        "expected-bug": 1,
+        "passed": 1,
+        "xfailed": 1,
+        "skipped": 1,
+    }
+    by_test = {test["test"]: test for test in document["tests"]}
+    assert by_test["t.py::test_d"]["outcome"] == "expected-bug"
+    assert by_test["t.py::test_d"]["findings"] == {"verdicts": {"expected-bug": 1}}
+    assert by_test["t.py::test_b"]["findings"] == {"verdicts": {"bug": 1}}
+    assert "findings" not in by_test["t.py::test_a"]
+    text, page = page_of(report)
+    assert '<span class="status s-expected-bug">1 expected-bug</span>' in text
+    assert [row[1] for row in page.rows()["tests"]] == [0, 1, 1, 1, 1]  # the failure marked
+    assert "The test caught it (<code>pytest.raises</code>)" in details_of(
+        page, "verdicts", "t.py::test_d"
+    )
+
+
+def test_a_test_with_a_bad_outcome_is_refused() -> None:
+    with pytest.raises(
+        InvalidArgument,
+        match=re.escape(
+            "record['outcome']='broken' (type str) is not valid: expected one of failed, error, "
+            "xpassed, expected-bug, passed, xfailed, skipped."
+        ),
+    ):
+        RunReport().add_test("t.py::x", {"outcome": "broken", "duration": 0.0})
+    with pytest.raises(InvalidArgument, match=re.escape("missing: duration.")):
+        RunReport().add_test("t.py::x", {"outcome": "passed"})
+
+
+def test_a_failed_tests_details_hold_its_traceback_output_and_findings(tmp_path: Path) -> None:
+    report = RunReport()
+    report.add_verdict("tests/t.py::test_b", verdict("bug"))
+    record = {
+        "outcome": "failed",
+        "duration": 0.125,
+        "when": "call",
+        "traceback": "def test_b():\n>   assert 1 == 2\nE   assert 1 == 2",
+        "output": [{"name": "Captured stdout call", "text": "printed <here>"}],
+        "location": {"path": "tests/t.py", "line": 7},
+    }
+    report.add_test("tests/t.py::test_b", record)
+    _, page = page_of(report, tmp_path / "out", rootdir=str(tmp_path))
+    block = details_of(page, "tests", "tests/t.py::test_b")
+    assert '<span class="status s-failed">failed</span> in 0.125 s' in block
+    assert 'defined at <a href="../tests/t.py#L7" title="tests/t.py">tests/t.py:7</a>' in block
+    assert "<h4>Traceback</h4><pre>def test_b():\n&gt;   assert 1 == 2" in block
+    assert "<h4>Captured stdout call</h4><pre>printed &lt;here&gt;</pre>" in block
+    assert (
+        '<li><a href="#verdicts-0">verdict</a>: <span class="status s-bug">bug</span></li>' in block
+    )
+
+
+BUG_DETAILS = {
+    "worst": {"index": [3, 1], "actual": 65.125, "expected": 130.2, "lo": 65.0, "hi": 65.1875},
+    "worst_excess": {"absolute": 65.0125, "radii": 693.5, "ulps": 1040.2},
+    "offenders": [
+        {"index": [3, 1], "actual": 65.125, "expected": 130.2, "lo": 65.0, "hi": 65.1875},
+        {"index": [4, 0], "actual": 1.0, "expected": 2.0, "lo": 0.99951171875, "hi": 1.0},
+    ],
+    "allclose": {
+        "rtol": 0.001,
+        "atol": 1e-05,
+        "mismatched": 4,
+        "total": 128,
+        "greatest_absolute": 65.075,
+        "greatest_absolute_index": [3, 1],
+        "greatest_relative": 0.5,
+        "greatest_relative_index": [4, 0],
+    },
+    "provenance": "aten.mm at model.py:3 in MLP.0 (+0.0312); aten.gelu at other.py:9 (+0.001)",
+    "provenance_sites": [
+        {
+            "site": "aten.mm at model.py:3 in MLP.0",
+            "op": "aten.mm",
+            "file": "model.py",
+            "line": 3,
+            "path": "pkg/model.py",
+            "module": "MLP.0",
+            "widening": 0.0312,
+        },
+        {
+            "site": "aten.gelu at other.py:9",
+            "op": "aten.gelu",
+            "file": "other.py",
+            "line": 9,
+            "path": None,
+            "widening": 0.001,
+        },
+    ],
+    "notes": ["copy_ is exact"] * 7 + ["TF32 is off"],
+    "points": [[0.0625, 65.0, 1], [0.001, 0.0, 0], [0.002, 0.001, 0]],
+}
+
+
+def test_a_verdicts_details_say_its_numbers_in_words(tmp_path: Path) -> None:
+    report = RunReport()
+    report.add_verdict("t.py::test_bug", verdict("bug", **BUG_DETAILS))
+    _, page = page_of(report, tmp_path, rootdir=str(tmp_path))
+    block = details_of(page, "verdicts", "t.py::test_bug")
+    jsonschema.validate(page.document, REPORT_SCHEMA)
+    assert (
+        "A bug (Type-II): at 4 of 128 elements (3.12%), the expected value lies outside the "
+        "enclosure of actual." in block
+    )
+    worst = block[block.index("<h4>Worst element</h4>") : block.index("<h4>First offenders")]
+    assert (
+        "<td>[3, 1]</td><td>65.125</td><td>130.2</td><td>[65.0, 65.1875]</td><td>65.07</td>"
+        "<td>65.01</td><td>693.5</td><td>1040</td>" in worst
+    )
+    assert "<td>[4, 0]</td><td>1.0</td><td>2.0</td><td>[0.99951171875, 1.0]</td>" in block
+    assert "Plain allclose with rtol=0.001, atol=1e-05: " in block
+    assert (
+        "(failed at 4 of 128 elements (3.12%)); greatest absolute difference 65.08 at [3, 1]"
+        in block
+    )
+    assert (
+        '<td><code>aten.mm</code></td><td><a href="pkg/model.py#L3" title="pkg/model.py">'
+        "pkg/model.py:3</a></td><td>MLP.0</td>" in block
+    )
+    assert "<td><code>aten.gelu</code></td><td>other.py:9</td>" in block  # not found: no link
+    assert "<li>copy_ is exact <b>(&times;7)</b></li><li>TF32 is off</li>" in block
+    assert block.count("<svg") == 1
+    assert "tightness_ulps" not in block
+    assert "Median radius of the enclosure: 0.5 ULP of float16." in block
+    assert "Other fields" not in block  # every field of Verdict.to_dict() has its part
+
+
+def test_a_loose_round_off_carries_a_warning_and_an_unknown_kind_its_fields() -> None:
+    report = RunReport()
+    report.add_verdict(
+        "t.py::test_loose", verdict("roundoff", dtype="bfloat16", tightness_ulps=1.03e5)
+    )
+    report.add_verdict("t.py::test_new", verdict("inconclusive", outside=0, resolution=2.5))
+    _, page = page_of(report)
+    rows = {row[3]: row for row in page.rows()["verdicts"]}
+    assert rows["t.py::test_loose"][1] == 2
+    index = rows["t.py::test_loose"][2]
+    assert page.data["verdicts"]["warnings"][str(index)].startswith(
+        "loose enclosure: median radius 1.03e+05 ULP"
+    )
+    assert '<div class="warning">&#9888; loose enclosure' in details_of(
+        page, "verdicts", "t.py::test_loose"
+    )
+    new = details_of(page, "verdicts", "t.py::test_new")
+    assert "<h4>Other fields</h4>" in new
+    assert "<th>resolution (smallest relative deviation it would flag)</th><td>2.5</td>" in new
 
 
 def test_many_entries_keep_their_details_in_the_data() -> None:
@@ -577,36 +860,75 @@ def test_many_entries_keep_their_details_in_the_data() -> None:
     _, page = page_of(report)
     details = page.data["verdicts"]["details"]
     assert sorted(details) == sorted(page.anchors())
-    assert not any(anchor in page.ids for anchor in page.anchors())
     _, _, index, test, *_ = page.rows()["verdicts"][7]
     block = details[f"verdicts-{index}"]
     assert block.startswith(f'<details class="entry" id="verdicts-{index}">')
     assert f"</span> {test}</summary>" in block
 
 
-def test_page_shows_the_environment_texts_and_statistics() -> None:
-    text, _ = page_of(full_report())
-    assert "<th>TRITON_INTERPRET</th><td>1</td>" in text
-    assert "<pre>pairwise over 4 terms</pre>" in text
-    assert "<pre>1 site makes fn agree with the reference:\n  aten.exp at model.py:9</pre>" in text
+def test_page_shows_texts_and_statistics_under_labels() -> None:
+    text, page = page_of(full_report())
+    assert "<pre>pairwise over 4 terms</pre>" in details_of(page, "trees", "t.py::test_tree")
+    isolation = details_of(page, "isolations", "t.py::test_iso")
+    assert (
+        "<pre>1 site makes fn agree with the reference:\n  aten.exp at model.py:9</pre>"
+        in isolation
+    )
+    assert "<th>configurations searched</th><td>7</td>" in isolation
     # statistics as a table: one row per side, one column per statistic
-    assert "<tr><th></th><th>mean</th><th>max</th></tr><tr><th>custom</th><td>1e-07</td>" in text
-    assert "delta_custom" not in text  # the per-trial errors are left out
+    dd = details_of(page, "dual_deltas", "t.py::test_dd")
+    assert "<tr><th></th><th>mean</th><th>max</th></tr><tr><th>custom</th><td>1e-07</td>" in dd
+    assert "delta_custom" not in dd  # the per-trial errors are left out
     assert '<option value="custom_less_accurate">' in text
 
 
 def test_page_escapes_what_tests_put_in_their_ids_and_records() -> None:
     report = RunReport()
-    for _ in range(INLINE_DETAILS + 1):  # the details go into the script's data
-        report.add_verdict("t.py::test[</script><b>]", verdict("bug", provenance="a<b"))
+    report.add_verdict("t.py::test[</script><b>]", verdict("bug", provenance="a<b", notes=["<i>"]))
     text, page = page_of(report)
     assert "</script><b>" not in text
-    assert "<b>" not in text
     assert page.rows()["verdicts"][0][3] == "t.py::test[</script><b>]"
-    assert "<pre>a&lt;b</pre>" in page.data["verdicts"]["details"]["verdicts-0"]
+    block = page.data["verdicts"]["details"]["verdicts-0"]
+    assert "a&lt;b" in block
+    assert "<li>&lt;i&gt;</li>" in block
+    assert "<b>]" not in block
 
 
-def test_an_empty_kind_says_so() -> None:
-    text, page = page_of(RunReport())
-    assert text.count("none in this run") == len(KINDS)
-    assert page.data == {}
+def test_the_plot_puts_each_element_by_its_radius_and_error() -> None:
+    svg = scatter_svg([[1e-3, 1e-1, 1], [1e-3, 1e-4, 0], [1e-2, 0.0, 0]], total=10)
+    assert svg.startswith('<svg class="plot"')
+    assert "3 of 10 elements" in svg
+    assert svg.count("l6 6m0 -6l-6 6") == 1  # one cross: the element outside
+    assert svg.count("h0") == 2  # two dots
+    assert ">1e-4<" in svg  # the decades of both axes
+    assert ">1e-1<" in svg
+    assert scatter_svg([[0.0, 0.0, 0]]) == ""
+
+
+def test_read_document_reads_both_formats(tmp_path: Path) -> None:
+    report = full_report()
+    for name in ("run.json", "run.html"):
+        report.write(tmp_path / name, environment=ENVIRONMENT, settings=SETTINGS)
+        document = read_document(tmp_path / name)
+        jsonschema.validate(document, REPORT_SCHEMA)
+        assert document["counts"]["verdicts"] == {"bug": 1, "roundoff": 1}
+    with pytest.raises(
+        InvalidArgument,
+        match=re.escape(
+            "element='other' (type str) is not valid: expected the id of a data element"
+        ),
+    ):
+        embedded("<html></html>", "other")
+
+
+def test_pytest_html_gets_a_summary_and_a_fragment() -> None:
+    found = [
+        ("verdicts", verdict("bug", **BUG_DETAILS)),
+        ("verdicts", verdict("roundoff", dtype="bfloat16", tightness_ulps=1.03e5)),
+        ("appearances", APPEARANCE),
+    ]
+    assert findings_summary(found) == "2 verdicts: 1 bug, 1 roundoff; 1 appearance: 1 nan"
+    fragment = findings_fragment(found)
+    assert "worst at [3, 1]: actual=65.125, expected=130.2, enclosure=[65.0, 65.1875]" in fragment
+    assert "&#9888; loose enclosure: median radius 1.03e+05 ULP" in fragment
+    assert "<td>aten.sqrt</td>" in fragment
