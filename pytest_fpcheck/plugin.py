@@ -519,9 +519,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, A
     """With pytest-html: the test's findings ride on its report (``fpcheck``, and an HTML
     extra with their details), so that they reach pytest-html's page, through xdist too."""
     report = yield
-    found = item.config.stash.get(FOUND_KEY, {}).pop(item.nodeid, None) if (
-        report.when == "call"
-    ) else None
+    if report.when != "call" or FOUND_KEY not in item.config.stash:
+        return report
+    found = item.config.stash[FOUND_KEY].pop(item.nodeid, None)
     if found:
         from .report.html import findings_fragment, findings_summary
 

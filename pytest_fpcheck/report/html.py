@@ -507,7 +507,9 @@ def _headline(entry: Mapping[str, Any], links: _Links) -> str:
         )
         text = f"A bug (Type-II): at {_share(outside, total)}, {where}."
     elif kind == "roundoff":
-        text = f"Round-off (Type-I): every expected value of the {compared} lies inside the enclosure."
+        text = (
+            f"Round-off (Type-I): every expected value of the {compared} lies inside the enclosure."
+        )
     elif kind == "close":
         text = (
             f"Within rtol/atol at all {compared}, but unproven: no round-off bounds were "
@@ -718,7 +720,9 @@ def _test_details(entry: Mapping[str, Any], links: _Links) -> str:
     if entry.get("traceback"):
         out.append(f"<h4>Traceback</h4><pre>{escape(str(entry['traceback']))}</pre>")
     for section in entry.get("output") or ():
-        out.append(f"<h4>{escape(str(section['name']))}</h4><pre>{escape(str(section['text']))}</pre>")
+        out.append(
+            f"<h4>{escape(str(section['name']))}</h4><pre>{escape(str(section['text']))}</pre>"
+        )
     return "".join(out)
 
 
@@ -749,7 +753,7 @@ _DETAILS["tests"] = _test_details
 
 def _details(kind: Kind, anchor: str, entry: Mapping[str, Any], links: _Links) -> str:
     status = kind.status(entry)
-    back = "" if kind is TESTS else f"<p class=\"note\">test: {links.test(str(entry['test']))}</p>"
+    back = "" if kind is TESTS else f'<p class="note">test: {links.test(str(entry["test"]))}</p>'
     return (
         f'<details class="entry" id="{anchor}"><summary>{_status(status)} '
         f"{escape(str(entry['test']))}</summary>{back}{_DETAILS[kind.key](entry, links)}</details>"
@@ -776,7 +780,9 @@ def _totals(document: Mapping[str, Any]) -> list[str]:
                 for s, n in by_status.items()
             )
             entries = sum(by_status.values())
-            parts.append(f'<span><a href="#{kind.key}">{entries} {escape(kind.title)}</a>: {detail}</span>')
+            parts.append(
+                f'<span><a href="#{kind.key}">{entries} {escape(kind.title)}</a>: {detail}</span>'
+            )
     return [f'<div class="totals">{"".join(parts)}</div>']
 
 
@@ -787,9 +793,7 @@ def _header(document: Mapping[str, Any], sections: Sequence[Kind]) -> list[str]:
     duration = run.get("duration")
     took = f" &middot; {_number_html(duration)} s" if duration is not None else ""
     schema = document.get("schema", {})
-    links = "".join(
-        f'<li><a href="#{kind.key}">{escape(kind.title)}</a></li>' for kind in sections
-    )
+    links = "".join(f'<li><a href="#{kind.key}">{escape(kind.title)}</a></li>' for kind in sections)
     return [
         "<header><h1>pytest-fpcheck run report</h1>",
         f'<p class="meta">{escape(str(run.get("created", "")))}{took} &middot; Python '

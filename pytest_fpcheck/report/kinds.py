@@ -131,8 +131,8 @@ def loose_warning(record: Record) -> str:
     if not isinstance(radius, (int, float)) or not radius >= 2.0 ** (fmt.precision - 1):
         return ""
     return (
-        f"loose enclosure: median radius {number(radius)} ULP of {fmt.name} is at least "
-        f"2**{fmt.precision - 1}, half the value: an error of a factor 2 would pass as round-off"
+        f"loose enclosure: median radius {number(radius)} ULP >= 2**{fmt.precision - 1} of "
+        f"{fmt.name}: a factor-2 error would pass"
     )
 
 

@@ -46,7 +46,11 @@ def element_points(
     """``[[radius, |actual - expected|, outside], ...]`` (``outside`` 1 or 0) of the elements
     of a bug or loose verdict (module docstring), with the bounds the verdict used (the
     recorded ones unless given); None for any other verdict."""
-    record = {"kind": verdict.kind, "dtype": verdict.format.name, "tightness_ulps": verdict.tightness}
+    record = {
+        "kind": verdict.kind,
+        "dtype": verdict.format.name,
+        "tightness_ulps": verdict.tightness,
+    }
     if verdict.fallback or not (verdict.kind == "bug" or loose_warning(record)):
         return None
     from ..adapters import as_float64
