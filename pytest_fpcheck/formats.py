@@ -9,7 +9,11 @@ and IEEE 754-2019 section 3.
 
 Every helper below works in float64 and is exact: the grids of all these formats are subsets of
 float64's, so scaling by powers of two and rounding to an integer (``rint``, ``trunc``, ``floor``,
-``ceil``) computes the correctly rounded value without double rounding. The *ordinal* of a grid
+``ceil``) computes the correctly rounded value without double rounding. That rule is written once,
+in :func:`quantize`, with IEEE 754's overflow rule beside it (:func:`overflow_limits`):
+:func:`round_to` runs them on NumPy arrays, and the compiled rounders of the interval engine
+(:mod:`pytest_fpcheck.interval.rounding`) and the emulators compile the same two functions with
+Numba (this module itself imports only NumPy). The *ordinal* of a grid
 value is its sign times its magnitude bit pattern (exponent field followed by the fraction), the
 integer the strategies draw and :func:`next_up` steps.
 
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS",
+    "MODE_CODES",
     "ROUNDING_MODES",
     "Format",
     "format_of",
@@ -44,12 +49,16 @@ __all__ = [
     "next_up",
     "numpy_dtype",
     "ordinal",
+    "overflow_limits",
+    "quantize",
     "round_to",
     "ulp",
 ]
 
 RoundingMode = Literal["nearest-even", "toward-zero", "up", "down"]
 ROUNDING_MODES: tuple[str, ...] = ("nearest-even", "toward-zero", "up", "down")
+#: the code of each rounding mode in :func:`quantize` and the compiled rounders
+MODE_CODES: dict[str, int] = {"nearest-even": 0, "toward-zero": 1, "down": 2, "up": 3}
 
 
 @dataclass(frozen=True)
@@ -192,6 +201,43 @@ def _float64(x: ArrayLike, argument: str) -> NDArray[np.float64]:
     return arr.astype(np.float64)
 
 
+def quantize(x: NDArray[np.float64], precision: int, emin: int, mode: int) -> NDArray[np.float64]:
+    """``x`` rounded to ``precision`` significant bits with the exponent clamped below at
+    ``emin``, by the mode of code ``mode`` (:data:`MODE_CODES`: 0 nearest-even, 1 toward zero,
+    2 down, 3 up); no overflow rule (:func:`overflow_limits` is the caller's), and an infinity
+    or NaN comes back unchanged.
+
+    The rule: with E = max(floor(log2|x|), emin) the quantum is q = 2**(E-p+1); x/q is rounded
+    to an integer and multiplied back. E is read from the exponent field of the float64 pattern
+    (a float64 subnormal, field 0, is below every format's emin); both scalings are by a power of
+    two and exact (x/q < 2**p), and a result of zero keeps the sign of ``x``. The same code runs element-wise
+    on a NumPy float64 array and, compiled by Numba, on one float64 scalar.
+    """
+    biased = (np.float64(x).view(np.int64) >> 52) & 0x7FF
+    quantum = np.ldexp(1.0, np.maximum(biased - 1023, emin) - (precision - 1))
+    scaled = x / quantum
+    if mode == 0:
+        integral = np.rint(scaled)
+    elif mode == 1:
+        integral = np.trunc(scaled)
+    elif mode == 2:
+        integral = np.floor(scaled)
+    else:
+        integral = np.ceil(scaled)
+    rounded: NDArray[np.float64] = integral * quantum
+    return rounded
+
+
+def overflow_limits(mode: int, big: float, overflow: float) -> tuple[float, float]:
+    """(what a rounded value above ``big`` becomes, what one below ``-big`` becomes) in the mode
+    of code ``mode``, by IEEE 754 section 7.4: nearest-even and the direction away from zero give
+    ``overflow`` (an infinity, or NaN for a format without infinities) of the value's sign, the
+    other directions the largest finite number ``big``. Compiled by Numba as it stands."""
+    above = big if mode == 1 or mode == 2 else overflow
+    below = -big if mode == 1 or mode == 3 else -overflow
+    return above, below
+
+
 def _exponent(ax: NDArray[np.float64], fmt: Format) -> NDArray[np.int64]:
     """floor(log2(ax)) clamped below at emin, exactly (via frexp; zero gives emin)."""
     _, e = np.frexp(ax)
@@ -217,33 +263,15 @@ def round_to(x: ArrayLike, fmt: Format | str, mode: str = "nearest-even") -> NDA
     xs = _float64(x, "x")
     if fmt.name == "float64":
         return xs.copy()
-    p = fmt.precision
+    code = MODE_CODES[mode]
+    big = fmt.max_finite
     with np.errstate(invalid="ignore", over="ignore"):
-        ax = np.abs(xs)
-        finite = np.isfinite(xs)
-        quantum_exp = _exponent(np.where(finite, ax, 1.0), fmt) - p + 1
-        scaled = np.ldexp(np.where(finite, xs, 0.0), -quantum_exp)
-        integral = {
-            "nearest-even": np.rint,
-            "toward-zero": np.trunc,
-            "down": np.floor,
-            "up": np.ceil,
-        }[mode](scaled)
-        y = np.ldexp(integral, quantum_exp)
-        overflow_value = np.inf if fmt.has_inf else np.nan
-        big = fmt.max_finite
-        if mode == "nearest-even":
-            hi_over, lo_over = overflow_value, -overflow_value
-        elif mode == "toward-zero":
-            hi_over, lo_over = big, -big
-        elif mode == "up":
-            hi_over, lo_over = overflow_value, -big
-        else:
-            hi_over, lo_over = big, -overflow_value
-        y = np.where(y > big, hi_over, y)
-        y = np.where(y < -big, lo_over, y)
+        y = quantize(xs, fmt.precision, fmt.emin, code)
+        above, below = overflow_limits(code, big, math.inf if fmt.has_inf else math.nan)
+        y = np.where(y > big, above, y)
+        y = np.where(y < -big, below, y)
         nonfinite = xs if fmt.has_inf else np.where(np.isinf(xs), np.nan, xs)
-        result: NDArray[np.float64] = np.where(finite, y, nonfinite)
+        result: NDArray[np.float64] = np.where(np.isfinite(xs), y, nonfinite)
     return result
 
 

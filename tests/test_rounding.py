@@ -167,3 +167,84 @@ def test_summary_matches_its_rule_on_special_ends(seed: int) -> None:
     assert summary(lo[:0], hi[:0]) == (0.0, False)
     finite = np.isfinite(lo) & np.isfinite(hi)
     assert summary(lo[finite], hi[finite]) == _summary_reference(lo[finite], hi[finite])
+
+
+def adversarial(fmt: F.Format, seed: int) -> np.ndarray:
+    """Values that stress a rounder to ``fmt``, both signs: grid numbers and their float64
+    neighbours, the ties between grid neighbours and theirs, the subnormal range and what
+    underflows below it, float64 subnormals, the overflow threshold (the tie above the largest
+    finite number, and its neighbours), huge values, signed zeros, infinities and NaN."""
+    rng = np.random.default_rng(seed)
+    ordinals = np.concatenate(
+        [rng.integers(0, fmt.max_ordinal, 3000), np.arange(0, 40), fmt.max_ordinal - np.arange(8)]
+    )
+    grid = F.from_ordinal(ordinals, fmt)
+    with np.errstate(over="ignore", invalid="ignore"):
+        after = F.next_up(grid, fmt)
+        ties = (grid + np.where(np.isfinite(after), after, 2 * fmt.max_finite - grid)) / 2
+    tiny = fmt.smallest_subnormal * np.array([0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 1 / 3])
+    big = fmt.max_finite + ulp_top(fmt) / 2  # the tie between the largest number and overflow
+    x = np.concatenate(
+        [
+            grid,
+            ties,
+            np.nextafter(ties, np.inf),
+            np.nextafter(ties, -np.inf),
+            np.nextafter(grid, np.inf),
+            tiny,
+            [5e-324, 1e-310, 2.2250738585072014e-308, 1e300, np.finfo(np.float64).max],
+            [big, np.nextafter(big, 0.0), np.nextafter(big, np.inf), 2 * fmt.max_finite],
+            [0.0, np.inf, np.nan],
+        ]
+    )
+    return np.concatenate([x, -x])
+
+
+def ulp_top(fmt: F.Format) -> float:
+    return float(F.ulp(fmt.max_finite, fmt))
+
+
+def bits_equal(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Equal bit for bit (signed zeros told apart), any NaN equal to any NaN."""
+    both_nan = np.isnan(got) & np.isnan(expected)
+    equal: np.ndarray = both_nan | (got.view(np.int64) == expected.view(np.int64))
+    return equal
+
+
+NARROWER = ["float32", "tfloat32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"]
+
+
+@pytest.mark.parametrize("name", NARROWER)
+def test_one_rounder_gives_every_site_the_same_bits(name: str) -> None:
+    """The interval engine's directed rounding (its bit-pattern and float32 shortcuts included)
+    and the emulators' compiled rounder in all four modes give, bit for bit, what
+    :func:`~pytest_fpcheck.formats.round_to` gives (pinned in test_formats against ml_dtypes,
+    torch and a brute-force grid), under each site's stated rules: the engine turns a NaN
+    endpoint into the infinity of its direction and overflows outward to an infinity (also where
+    the format has none); the emulators overflow to an infinity and keep NaN, infinities and
+    zeros as given; both give +0 for a nonzero value that rounds to zero."""
+    from pytest_fpcheck.emulate._kernel import _round_one
+
+    fmt = F.FORMATS[name]
+    x = adversarial(fmt, seed=len(name))
+    big = fmt.max_finite
+    for mode, upward in (("up", True), ("down", False)):
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = F.round_to(x, fmt, mode)
+        outward, inward = (np.inf, -big) if upward else (big, -np.inf)
+        expected = np.where(np.isnan(exact), np.where(x > 0, outward, inward), exact)
+        expected = np.where(np.isnan(x), np.inf if upward else -np.inf, expected)
+        expected = np.where((expected == 0) & (x != 0), 0.0, expected)
+        got = (up_to if upward else down_to)(x, fmt)
+        bad = ~bits_equal(got, expected)
+        assert not bad.any(), (mode, x[bad][:5], got[bad][:5], expected[bad][:5])
+    for code, mode in enumerate(("nearest-even", "toward-zero", "down", "up")):
+        assert F.MODE_CODES[mode] == code
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = F.round_to(x, fmt, mode)
+        expected = np.where(np.isnan(exact), np.copysign(np.inf, x), exact)
+        expected = np.where((expected == 0) & (x != 0), 0.0, expected)
+        expected = np.where(np.isfinite(x) & (x != 0), expected, x)
+        got = np.array([_round_one(v, fmt.precision, fmt.emin, big, code) for v in x])
+        bad = ~bits_equal(got, expected)
+        assert not bad.any(), (mode, x[bad][:5], got[bad][:5], expected[bad][:5])

@@ -13,8 +13,9 @@ sum of at most 2**10 of them stays below 2**53, so the fixed-point sum is exact.
 ``extra < 0`` use Shewchuk's non-overlapping expansions (the algorithm of ``math.fsum``) and the
 sign of the remainder.
 
-This module imports Numba (a core dependency; compiled once per process and cached on disk); the
-emulators import it on their first call, never at import time.
+Rounding modes are coded as in :data:`pytest_fpcheck.formats.MODE_CODES` (0 nearest-even, 1
+toward zero, 2 down, 3 up). This module imports Numba (a core dependency; compiled once per
+process and cached on disk); the emulators import it on their first call, never at import time.
 """
 
 from __future__ import annotations
@@ -25,35 +26,19 @@ from typing import Any
 import numba
 import numpy as np
 
-__all__ = ["MODES", "evaluate"]
+from ..interval.rounding import round_scalar
 
-#: rounding modes, by their index in the compiled code
-MODES: tuple[str, ...] = ("nearest-even", "toward-zero", "down", "up")
+__all__ = ["evaluate"]
 
 
 @numba.njit(cache=True, inline="always")
 def _round_one(x: float, p: int, emin: int, big: float, mode: int) -> float:  # pragma: no cover
-    """``x`` rounded to the format (precision p, emin, largest finite big) in ``mode``."""
+    """``x`` rounded to the format (precision p, emin, largest finite big) in ``mode``: the
+    package's one rounder (:func:`pytest_fpcheck.interval.rounding.round_scalar`); NaN, an
+    infinity and a zero stay as they are."""
     if x != x or x == 0.0 or math.isinf(x):
         return x
-    _, e = math.frexp(abs(x))
-    qe = max(e - 1, emin) - p + 1
-    s = math.ldexp(x, -qe)
-    i = float(math.floor(s))  # mode 2, down
-    if mode == 0:
-        d = s - i
-        if d > 0.5 or (d == 0.5 and i % 2.0 != 0.0):
-            i += 1.0
-    elif mode == 1:
-        i = float(math.trunc(s))
-    elif mode == 3:
-        i = float(math.ceil(s))
-    y = math.ldexp(i, qe)
-    if y > big:
-        return big if mode == 1 or mode == 2 else math.inf
-    if y < -big:
-        return -big if mode == 1 or mode == 3 else -math.inf
-    return y
+    return round_scalar(x, p, emin, big, mode)
 
 
 @numba.njit(cache=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InvalidArgument
-from ..formats import Format, format_of, numpy_dtype, round_to
+from ..formats import MODE_CODES, Format, format_of, numpy_dtype, round_to
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -36,7 +36,8 @@ __all__ = [
     "tree_plan",
 ]
 
-ROUNDINGS: tuple[str, ...] = ("nearest-even", "toward-zero", "down", "up")
+#: the rounding modes, in the order of their codes in the compiled kernel
+ROUNDINGS: tuple[str, ...] = tuple(MODE_CODES)
 SUBNORMALS: tuple[str, ...] = ("keep", "flush", "flush-inputs", "flush-outputs")
 #: how products enter the sums: all exact; each rounded to the accumulator; exact except the first
 #: product of each chain, which a plain multiply computes (the rest by fused multiply-adds)

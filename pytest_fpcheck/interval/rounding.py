@@ -10,12 +10,18 @@ truncation, and a double rounding through a finer format) of a value in ``[lo, h
 ``[down_to(lo), up_to(hi)]``.
 
 Both are exact and run as one compiled pass (Numba, a core dependency; compiled on first use
-and cached): the step is nextafter computed from the exponent (half a unit below a negative
-power of two), and directed rounding scales by the format's quantum 2**(E - p + 1),
-E = max(floor(log2 |x|), emin), takes floor or ceil, and scales back, exactly as
-:func:`pytest_fpcheck.formats.round_to` does. Onto float32, the hardware's round-to-nearest conversion and
-one float32 step where it went the wrong way give the same result with less work
-(:func:`float32_directed`). Past the largest finite number the outward
+and cached): the step is nextafter computed from the bit pattern, and directed rounding is the
+package's one rounding rule, :func:`pytest_fpcheck.formats.quantize` (scale by the format's
+quantum 2**(E - p + 1), E = max(floor(log2 |x|), emin), take floor or ceil, scale back) with
+IEEE 754's overflow rule, compiled here as :func:`round_scalar`, which the emulators call too.
+Two shortcuts give the same results with less work: in the format's normal range, truncating
+the float64 pattern to p significant bits and adding one unit of the kept part
+(:func:`round_to`); onto float32, the hardware's round-to-nearest conversion and one float32 step
+where it went the wrong way (:func:`float32_directed`). Bit casts are
+``np.float64(v).view(np.int64)`` and its inverse, which Numba compiles to a register bitcast.
+A zero reached from a nonzero value is +0 (the sign of an underflowed value is not kept; -0
+only as the strict upper neighbour of -2**-1074, where :func:`next_up` gives it). Past the
+largest finite number the outward
 direction gives an infinity (also for float8_e4m3fn, which has none: an enclosure wants the
 infinity there) and the inward one the largest finite number. A NaN endpoint becomes the
 infinity of its direction rather than poisoning the interval; an infinite endpoint steps to the
@@ -27,74 +33,49 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numba
 import numpy as np
-from numba.core import types
-from numba.extending import intrinsic
 
-from ..formats import Format
+from ..formats import Format, overflow_limits, quantize
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     Array = NDArray[np.float64]
 
-__all__ = ["down", "down_to", "up", "up_to"]
+__all__ = ["down", "down_to", "round_scalar", "up", "up_to"]
 
 _BIG64 = float(np.finfo(np.float64).max)
 
-
-def _bits_intrinsic(typingctx: Any, x: Any) -> Any:  # pragma: no cover - compiled
-    """The int64 bit pattern of a float64 (an LLVM bitcast: it stays in a register)."""
-    if x != types.float64:
-        return None
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-
-    return types.int64(types.float64), codegen
+# the scalar signatures the compiled code calls them with (formats annotates the array form)
+_quantize = cast("Callable[[float, int, int, int], float]", numba.njit(inline="always")(quantize))
+_overflow_limits = numba.njit(inline="always")(overflow_limits)
 
 
-def _from_bits_intrinsic(typingctx: Any, b: Any) -> Any:  # pragma: no cover - compiled
+@numba.njit(inline="always")
+def _bits(v: float) -> np.int64:  # pragma: no cover - compiled
+    """The int64 bit pattern of a float64."""
+    return np.float64(v).view(np.int64)
+
+
+@numba.njit(inline="always")
+def _from_bits(b: np.int64) -> float:  # pragma: no cover - compiled
     """The float64 whose bit pattern is the int64 ``b``."""
-    if b != types.int64:
-        return None
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-
-    return types.float64(types.int64), codegen
+    return np.int64(b).view(np.float64)
 
 
-def _bits32_intrinsic(typingctx: Any, x: Any) -> Any:  # pragma: no cover - compiled
+@numba.njit(inline="always")
+def _bits32(x: np.float32) -> np.int32:  # pragma: no cover - compiled
     """The int32 bit pattern of a float32."""
-    if x != types.float32:
-        return None
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.bitcast(args[0], context.get_value_type(types.int32))
-
-    return types.int32(types.float32), codegen
+    return np.float32(x).view(np.int32)
 
 
-def _from_bits32_intrinsic(typingctx: Any, b: Any) -> Any:  # pragma: no cover - compiled
+@numba.njit(inline="always")
+def _from_bits32(b: np.int64) -> np.float32:  # pragma: no cover - compiled
     """The float32 whose bit pattern is the low 32 bits of the int64 ``b``."""
-    if b != types.int64:
-        return None
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        low = builder.trunc(args[0], context.get_value_type(types.int32))
-        return builder.bitcast(low, context.get_value_type(types.float32))
-
-    return types.float32(types.int64), codegen
-
-
-_bits = cast("Callable[[float], np.int64]", intrinsic(_bits_intrinsic))
-_from_bits = cast("Callable[[np.int64], float]", intrinsic(_from_bits_intrinsic))
-_bits32 = cast("Callable[[np.float32], np.int32]", intrinsic(_bits32_intrinsic))
-_from_bits32 = cast("Callable[[np.int64], np.float32]", intrinsic(_from_bits32_intrinsic))
+    return np.int32(b).view(np.float32)
 
 
 _MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
@@ -174,6 +155,24 @@ def _is_float32(precision: int, emin: int, has_inf: bool) -> bool:  # pragma: no
     return precision == 24 and emin == -126 and has_inf
 
 
+@numba.njit(cache=True, inline="always")
+def round_scalar(
+    x: float, precision: int, emin: int, big: float, mode: int
+) -> float:  # pragma: no cover - compiled
+    """The finite, nonzero ``x`` rounded onto the grid of a format (``precision`` significant
+    bits, ``emin``, largest finite ``big``) in the mode of code ``mode``
+    (:data:`pytest_fpcheck.formats.MODE_CODES`); past ``big``, IEEE 754's overflow to an
+    infinity (also for a format without one: an enclosure wants it there, and the emulators
+    keep their sums in float64). A result of zero is +0."""
+    y = _quantize(x, precision, emin, mode) + 0.0
+    above, below = _overflow_limits(mode, big, math.inf)
+    if y > big:
+        return above
+    if y < -big:
+        return below
+    return y
+
+
 @numba.njit(cache=True)
 def _round_one(
     x: float, precision: int, emin: int, big: float, has_inf: bool, up: bool
@@ -186,16 +185,7 @@ def _round_one(
         return big if x > 0 else -big  # a format without infinities may saturate (torch does)
     if x == 0.0:
         return x
-    _, exponent = math.frexp(abs(x))
-    e = max(exponent - 1, emin)
-    quantum = math.ldexp(1.0, e - precision + 1)
-    scaled = x / quantum
-    y = (math.ceil(scaled) if up else math.floor(scaled)) * quantum
-    if y > big:
-        return math.inf if up else big
-    if y < -big:
-        return -big if up else -math.inf
-    return y
+    return round_scalar(x, precision, emin, big, 3 if up else 2)
 
 
 @numba.njit(cache=True)
