@@ -13,19 +13,25 @@ Two roles:
   (:meth:`~OperationWatcher.kernel_operation`).
 
 Subscriptions are per thread (like dispatch modes) and nest: the innermost subscriber of a role
-is the one the instrumentation uses, as the innermost dispatch mode of a kind decides.
+(:func:`bounder`, :func:`watcher`) is the one the instrumentation uses, as the innermost dispatch
+mode of a kind decides.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["LaunchBounder", "OperationWatcher", "innermost", "subscribe", "unsubscribe"]
-
-Role = TypeVar("Role")
+__all__ = [
+    "LaunchBounder",
+    "OperationWatcher",
+    "bounder",
+    "subscribe",
+    "unsubscribe",
+    "watcher",
+]
 
 
 @runtime_checkable
@@ -81,10 +87,20 @@ def unsubscribe(subscriber: LaunchBounder | OperationWatcher) -> None:
             return
 
 
-def innermost(role: type[Role]) -> Role | None:
-    """The innermost subscriber on this thread that plays ``role`` (:class:`LaunchBounder` or
-    :class:`OperationWatcher`), or None."""
+def _innermost(role: type[Any]) -> Any:
     for subscriber in reversed(_SUBSCRIBERS.stack):
         if isinstance(subscriber, role):
             return subscriber
     return None
+
+
+def bounder() -> LaunchBounder | None:
+    """The innermost :class:`LaunchBounder` subscribed on this thread, or None."""
+    found: LaunchBounder | None = _innermost(LaunchBounder)
+    return found
+
+
+def watcher() -> OperationWatcher | None:
+    """The innermost :class:`OperationWatcher` subscribed on this thread, or None."""
+    found: OperationWatcher | None = _innermost(OperationWatcher)
+    return found

@@ -8,11 +8,13 @@ block is open anywhere in the process, and restored when the last one closes
 * the interpreter's builder (``triton.runtime.interpreter.interpreter_builder``, the object
   whose ``create_*`` methods implement every operation of an interpreted kernel) gets instance
   attributes that call the original method and then the operation's interval rule
-  (:mod:`.rules`); a floating operation with no rule raises ``UnsupportedOperation``;
+  (:mod:`.rules`; loads, stores and atomics by :mod:`.memory_hooks`); a floating operation with
+  no rule raises ``UnsupportedOperation``;
 * ``ReduceOps``/``ScanOps`` are replaced by subclasses that bound reductions (:mod:`.reduce`);
 * ``GridExecutor.__call__`` (a launch) sets up the launch's memory (:mod:`.memory`), runs the
   grid with PyTorch dispatch disabled (its host copies are plumbing, not the user's
-  operations), and records what the kernel stored in the side store;
+  operations) as the thread's :class:`~.launch.Launch`, and records what the kernel stored in
+  the side store;
 * a compiled launch (``JITFunction.run``, a GPU without ``TRITON_INTERPRET=1``) keeps the
   compiled kernel's values and takes the bounds from the instrumented interpreter re-running the
   kernel on host copies of its arguments (:class:`HostCopies`).
@@ -29,23 +31,21 @@ Supported triton releases: :data:`SUPPORTED` (checked on first use).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ...errors import FPCheckError, StaleBoundsError, UnsupportedOperation
-from ...interval.bounds import Provenance
 from ...interval.core import Interval
-from ..core.interpose import describe_location, user_frame
-from ..core.observe import LaunchBounder, OperationWatcher, innermost
+from ..core import observe
 from . import handles as h
+from .launch import STATE, Launch, current_launch
 from .memory import LaunchMemory, tensors_of
+from .memory_hooks import MEMORY_RULES
 from .reduce import instrumented_reduce_ops, instrumented_scan_ops, record_call
-from .rules import NAN_PROPAGATING, RULES, KernelOp
+from .rules import RULES, KernelOp
 
 __all__ = ["SUPPORTED", "HostCopies", "Launch", "hook_set"]
 
@@ -68,76 +68,6 @@ _PASS_THROUGH = frozenset(
         "create_atomic_poll",
     }
 )
-
-_STATE = threading.local()
-
-
-#: Operations the non-finite watch examines (they compute; data movement only carries values).
-WATCHED = (NAN_PROPAGATING - {"and"}) | {"dot"}
-_DIVISIONS = frozenset({"fdiv", "precise_divf", "approx_divf"})
-
-
-@dataclass
-class Launch:
-    """One instrumented kernel launch: bounded (``memory``, under ``fp.track()``), watched
-    (``watch``, under ``fp.watch_nonfinite()``), or both."""
-
-    kernel: str
-    memory: LaunchMemory | None
-    mode: str
-    watch: OperationWatcher | None = None
-    widenings: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def bounded(self) -> LaunchMemory:
-        """The memory of a bounded launch (memory rules run only for those)."""
-        assert self.memory is not None
-        return self.memory
-
-    def observe(self, name: str, args: tuple[Any, ...], result: Any) -> None:
-        """Show a computing operation's values to the non-finite watch."""
-        if self.watch is None or name not in WATCHED or not h.is_floating(result):
-            return
-        try:
-            fmt = h.format_of_type(result.dtype)
-        except UnsupportedOperation:
-            return  # a float8 variant without a format: nothing to classify it by
-        operands = [a for a in args if hasattr(a, "attr") and h.is_floating(a)]
-        inputs = [h.decode(np.asarray(a.data), h.format_of_type(a.dtype)) for a in operands]
-        divisions = 0
-        if name in _DIVISIONS and len(inputs) == 2:
-            dividend, divisor = np.broadcast_arrays(*inputs)
-            divisions = int(((divisor == 0) & np.isfinite(dividend)).sum())
-        elif name == "rsqrt" and inputs:
-            divisions = int((inputs[0] == 0).sum())
-        self.watch.kernel_operation(
-            f"{self.kernel}.{name}",
-            user_frame(),
-            fmt.name,
-            fmt.smallest_normal,
-            inputs,
-            h.decode(np.asarray(result.data), fmt),
-            divisions,
-        )
-
-    def site(self) -> str:
-        location = describe_location(user_frame(), "")
-        return f"{self.kernel} {location}".strip()
-
-    def widened(self, site: str, amount: float) -> None:
-        if amount > self.widenings.get(site, 0.0):
-            self.widenings[site] = amount
-
-    def provenance(self) -> Provenance:
-        result = Provenance()
-        for site, amount in self.widenings.items():
-            result = result.merge(site=site, widening=amount)
-        return result
-
-
-def _launch() -> Launch | None:
-    launch: Launch | None = getattr(_STATE, "launch", None)
-    return launch
 
 
 def _check_version() -> None:
@@ -196,11 +126,11 @@ def _build(interpreter: Any) -> None:
 
 def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     short = name.removeprefix("create_")
-    memory_rule = _MEMORY_RULES.get(short)
+    memory_rule = MEMORY_RULES.get(short)
     rule = RULES.get(short)
 
     def hook(*args: Any, **keywords: Any) -> Any:
-        launch = _launch()
+        launch = current_launch()
         if launch is None:
             return original(*args, **keywords)
         if launch.memory is None:  # watched, not bounded
@@ -230,7 +160,7 @@ def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 def _widened(before: Any, after: Any) -> bool:
     """For reductions: whether a launch is being instrumented; if so, record how much the
     reduction (from handles ``before`` to handles ``after``) widened its operands."""
-    launch = _launch()
+    launch = current_launch()
     if launch is None or launch.memory is None:
         return False
     if after is not None:
@@ -267,164 +197,13 @@ def _unknown(op: KernelOp) -> None:
             h.set_taint(r, taint)
 
 
-# --- memory ------------------------------------------------------------------------------------
-
-
-def _element(ptrs: Any) -> tuple[Any, int]:
-    dtype = h.element_type(ptrs.dtype)
-    pointee = dtype.element_ty
-    return pointee, max(1, pointee.primitive_bitwidth // 8)
-
-
-def _check_lanes(op: KernelOp, ptrs: Any, mask: Any) -> None:
-    if h.tainted(ptrs):
-        raise op.fail("a load or store at an address that depends on rounding")
-    if mask is not None and (h.tainted(mask) or h.undecided(mask) is not None):
-        raise op.fail("a load or store masked by a comparison that rounding may flip")
-
-
-def _masked_load(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    ptrs, mask, other = args[:3]
-    result = original(*args)
-    op = KernelOp("masked_load", args, result, launch.site)
-    _check_lanes(op, ptrs, mask)
-    pointee, itemsize = _element(ptrs)
-    if not pointee.is_floating():
-        return result
-    fmt = h.format_of_type(pointee, where=op.where())
-    fill = h.interval_of(other, fmt) if other is not None else Interval.point(np.zeros(()))
-    addresses = np.asarray(ptrs.data)
-    lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
-    loaded = h.decode(np.asarray(result.data), fmt)
-    enclosure = launch.bounded.load(addresses, lanes, fill, loaded, fmt, itemsize, op.where())
-    if not enclosure.is_point and (
-        not np.array_equal(enclosure.lo, enclosure.hi) or _has_nan(enclosure)
-    ):
-        h.set_interval(result, enclosure)
-    _STATE.last_load = h.interval_of(result, fmt)
-    return result
-
-
-def _has_nan(interval: Interval) -> bool:
-    return bool(np.isnan(interval.lo).any() or np.isnan(interval.hi).any())
-
-
-def _masked_store(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    ptrs, value, mask = args[:3]
-    op = KernelOp("masked_store", args, None, launch.site)
-    _check_lanes(op, ptrs, mask)
-    pointee, itemsize = _element(ptrs)
-    if not pointee.is_floating():
-        if h.tainted(value):
-            raise op.fail(
-                "a store of an integer that depends on rounding",
-                how="e.g. an argmax of values whose intervals overlap; its other possible "
-                "values are not bounded",
-            )
-        return original(*args)
-    fmt = h.format_of_type(pointee, where=op.where())
-    addresses = np.asarray(ptrs.data)
-    lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
-    launch.bounded.store(addresses, lanes, h.interval_of(value, fmt), fmt, itemsize, op.where())
-    return original(*args)
-
-
-_ATOMIC_KINDS = {"FADD": "fadd", "MAX": "max", "MIN": "min"}
-
-
-def _atomic_rmw(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    rmw_op, ptrs, value, mask = args[:4]
-    pointee, itemsize = _element(ptrs)
-    op = KernelOp("atomic_rmw", args, None, launch.site)
-    _check_lanes(op, ptrs, mask)
-    if not pointee.is_floating():
-        result = original(*args)
-        return h.set_taint(result, h.tainted(value))
-    kind = _ATOMIC_KINDS.get(getattr(rmw_op, "name", str(rmw_op)).upper().split(".")[-1])
-    if kind is None:
-        raise op.fail(f"atomic {rmw_op} on floating values")
-    fmt = h.format_of_type(pointee, where=op.where())
-    addresses = np.asarray(ptrs.data)
-    lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
-    launch.bounded.atomic(
-        kind, addresses, lanes, h.interval_of(value, fmt), fmt, itemsize, op.where()
-    )
-    result = original(*args)
-    # the old value an atomic returns depends on the schedule
-    everything = np.full(np.shape(result.data), np.inf)
-    return h.set_interval(result, Interval(-everything, everything))
-
-
-def _atomic_cas(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    ptrs = args[0]
-    pointee, _ = _element(ptrs)
-    result = original(*args)
-    if pointee.is_floating():
-        raise KernelOp("atomic_cas", args, result, launch.site).fail(
-            "atomic compare-and-swap on floating values"
-        )
-    return h.set_taint(result, any(h.tainted(a) for a in args if hasattr(a, "attr")))
-
-
-def _descriptor_load(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """A descriptor load is a masked load (hooked); a TF32-rounding descriptor rounds its
-    result afterwards, into a new handle: round the enclosure the same way."""
-    _STATE.last_load = None
-    result = original(*args)
-    loaded: Interval | None = _STATE.last_load
-    if getattr(args[0], "round_f32_to_tf32", False) and loaded is not None:
-        from ...formats import FORMATS
-
-        h.set_interval(result, loaded.to_format(FORMATS["tfloat32"]))
-    return result
-
-
-def _unsupported_memory(what: str) -> Callable[[Launch, Callable[..., Any], tuple[Any, ...]], Any]:
-    def rule(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        result = original(*args)
-        results = result if isinstance(result, tuple) else (result,)
-        if any(hasattr(r, "dtype") and h.is_floating(r) for r in results) or any(
-            hasattr(a, "dtype") and hasattr(a, "attr") and h.is_floating(a) for a in args
-        ):
-            raise KernelOp(what, args, result, launch.site).fail(
-                f"Triton operation {what!r} on floating values",
-                how="it has no interval rule in the instrumented interpreter; run this kernel "
-                "outside fp.track()",
-            )
-        return result
-
-    return rule
-
-
-_MEMORY_RULES: dict[str, Callable[[Launch, Callable[..., Any], tuple[Any, ...]], Any]] = {
-    "masked_load": _masked_load,
-    "masked_store": _masked_store,
-    "atomic_rmw": _atomic_rmw,
-    "atomic_cas": _atomic_cas,
-    "descriptor_load": _descriptor_load,
-    "descriptor_gather": _unsupported_memory("descriptor_gather"),
-    "descriptor_scatter": _unsupported_memory("descriptor_scatter"),
-    "dot_scaled": _unsupported_memory("dot_scaled"),
-    "extern_elementwise": _unsupported_memory("extern_elementwise (libdevice)"),
-    "inline_asm": _unsupported_memory("inline_asm"),
-}
-
-
 # --- launches ----------------------------------------------------------------------------------
-
-
-def _active_tracker() -> LaunchBounder | None:
-    return innermost(LaunchBounder)  # type: ignore[type-abstract]
-
-
-def _active_watch() -> OperationWatcher | None:
-    return innermost(OperationWatcher)  # type: ignore[type-abstract]
 
 
 def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
     def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
-        tracker, watch = _active_tracker(), _active_watch()
-        if (tracker is None and watch is None) or _launch() is not None:
+        tracker, watch = observe.bounder(), observe.watcher()
+        if (tracker is None and watch is None) or current_launch() is not None:
             return original(self, *args, **kwargs)
         from triton.runtime.errors import InterpreterError
 
@@ -434,7 +213,7 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
         kernel = getattr(self.fn, "__name__", "kernel")
         memory = LaunchMemory(tensors) if tracker is not None else None
         state = Launch(kernel, memory, tracker.mode if tracker else "rigorous", watch)
-        _STATE.launch = state
+        STATE.launch = state
         try:
             with internal():
                 result = original(self, *args, **kwargs)
@@ -443,7 +222,7 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
                 raise error.__cause__ from None
             raise
         finally:
-            _STATE.launch = None
+            STATE.launch = None
         if tracker is not None and memory is not None:
             memory.finish(
                 kernel=kernel,
@@ -463,7 +242,7 @@ def _lang_patcher(original: Callable[..., Any], interpreter: Any, tl: Any) -> Ca
 
     def patch(fn: Any) -> Any:
         scope = original(fn)
-        if _launch() is None:
+        if current_launch() is None:
             return scope
 
         def transpose(self: Any) -> Any:
@@ -481,7 +260,7 @@ def _lang_patcher(original: Callable[..., Any], interpreter: Any, tl: Any) -> Ca
 
         def checked_truth(self: Any) -> bool:
             if h.undecided(self.handle) is not None or h.tainted(self.handle):
-                launch = _launch()
+                launch = current_launch()
                 raise UnsupportedOperation(
                     "control flow on a comparison that rounding may flip",
                     where=launch.site() if launch is not None else None,
@@ -503,8 +282,8 @@ def _compiled_guard(original: Callable[..., Any]) -> Callable[..., Any]:
     tensors, with a note saying where value and bounds come from (issue 4, item 2)."""
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-        tracker = _active_tracker()
-        if tracker is None or warmup or _launch() is not None:
+        tracker = observe.bounder()
+        if tracker is None or warmup or current_launch() is not None:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         from triton.runtime.interpreter import InterpretedFunction
 

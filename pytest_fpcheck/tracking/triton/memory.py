@@ -2,7 +2,7 @@
 
 Triton addresses memory by raw pointers. A launch knows the storages of its tensor arguments
 (:class:`Region`: base address, size, element type); each region keeps flat float64 ``lo``/``hi``
-buffers, read lazily from the side store (:mod:`pytest_fpcheck.tracking.store`) or, for memory
+buffers, read lazily from the side store (:mod:`pytest_fpcheck.tracking.core.store`) or, for memory
 tracking never wrote, the current values as exact points. Loads read them through the addresses
 (masked-off lanes take ``other`` exactly), stores write the stored value's enclosure (the hull
 where one store writes an address twice), and at the end of the launch every region the kernel
