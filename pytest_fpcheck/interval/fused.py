@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -45,10 +45,69 @@ from ..formats import Format, format_of
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from ..diagnostics.order import SummationTree
-    from ..diagnostics.probe import MatmulFeatures
+__all__ = [
+    "FusedBound",
+    "HardwareFeatures",
+    "SummationShape",
+    "bound_from_features",
+    "fused_error_bound",
+]
 
-__all__ = ["FusedBound", "bound_from_features", "fused_error_bound"]
+
+class SummationShape(Protocol):
+    """What the bound reads of a summation tree (``fp.reveal_order``'s ``SummationTree``): the
+    engine states the shape it needs and never imports the diagnostic."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def root(self) -> int: ...
+
+    def depth(self) -> int: ...
+
+    def fanout(self) -> int: ...
+
+
+class HardwareFeatures(Protocol):
+    """What :func:`bound_from_features` reads of ``fp.probe_matmul``'s ``MatmulFeatures``."""
+
+    @property
+    def in_dtype(self) -> str: ...
+
+    @property
+    def out_dtype(self) -> str: ...
+
+    @property
+    def products_exact(self) -> bool | None: ...
+
+    @property
+    def block_width(self) -> int | None: ...
+
+    @property
+    def extra_bits(self) -> int | None: ...
+
+    @property
+    def exact_sums(self) -> bool | None: ...
+
+    @property
+    def rounding(self) -> str | None: ...
+
+    @property
+    def subnormal_inputs(self) -> bool | None: ...
+
+    @property
+    def subnormal_outputs(self) -> bool | None: ...
+
+    @property
+    def accumulator(self) -> str | None: ...
+
+    @property
+    def conversion(self) -> str | None: ...
+
+    @property
+    def order(self) -> SummationShape | None: ...
+
 
 _ROUNDINGS = ("nearest-even", "toward-zero", "down", "up")
 _SUBNORMALS = ("keep", "flush", "flush-inputs", "flush-outputs")
@@ -97,7 +156,7 @@ class FusedBound:
 
 
 def _shape(
-    k: int, width: int | None, order: SummationTree | None, has_c: bool
+    k: int, width: int | None, order: SummationShape | None, has_c: bool
 ) -> tuple[int, int, int]:
     """(height, inner nodes, largest fan-out) of the tree of one entry."""
     if order is not None:
@@ -127,7 +186,7 @@ def fused_error_bound(
     products: str = "exact",
     accumulator: Any = None,
     conversion: str | None = "nearest-even",
-    order: SummationTree | None = None,
+    order: SummationShape | None = None,
     has_c: bool = False,
 ) -> FusedBound:
     """The :class:`FusedBound` of a ``k``-term entry under the fused model: the parameters of
@@ -190,7 +249,7 @@ def _eta(fmt: Format, flush: bool) -> float:
     return fmt.smallest_normal if flush else fmt.smallest_subnormal
 
 
-def bound_from_features(features: MatmulFeatures, k: int, *, has_c: bool = False) -> FusedBound:
+def bound_from_features(features: HardwareFeatures, k: int, *, has_c: bool = False) -> FusedBound:
     """The bound for a probed matmul (``fp.probe_matmul``). Unknown features take their worst
     case: rounding directed, no extra bits, products rounded, subnormals flushed, the
     accumulator no wider than the result. The order's shape comes from
