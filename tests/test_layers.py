@@ -3,10 +3,10 @@
 
 :data:`LAYERS` is the one statement of the layer order, lowest first; a module may import from
 its own layer and the layers below it. The chain runs leaves -> adapters -> interval -> tracking
--> assertions; strategies, oracle, dual-delta, the diagnostics and the emulators sit beside it
-(above the chain, which never imports them: no engine module knows a diagnostic) and below the
-pytest layer (plugin, fixture, markers, settings, environment, report, and the package root that
-re-exports everything), which none of them imports.
+-> assertions; strategies, oracle, dual-delta, the diagnostics, the emulators and stochastic
+arithmetic sit beside it (above the chain, which never imports them: no engine module knows a
+diagnostic) and below the pytest layer (plugin, fixture, markers, settings, environment, report,
+and the package root that re-exports everything), which none of them imports.
 
 Imports are read with :mod:`ast` from the source, so nothing is imported to check them. Every
 import counts for the layers: at module level, inside a function (a lazy import is still a
@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("interval",),
     ("tracking",),
     ("assertions",),
-    ("strategies", "oracle", "dualdelta", "diagnostics", "emulate"),
+    ("strategies", "oracle", "dualdelta", "diagnostics", "emulate", "stochastic"),
     ("plugin", "fixture", "markers", "settings", "environment", "report", ""),
 )
 
