@@ -10,10 +10,12 @@ computed in a wider format:
   operation runs in float32, and its results are rounded stochastically onto their own format
   (the format the operation gives them in a plain run, learnt once per operation and operand
   types);
-* float32 and float64 operations run in their own format (a float64 rerun of every float32
-  operation costs more than the run itself) and their result moves one step of its grid up or
-  down, each with probability 1/12: the stochastic rounding of an exact value placed uniformly
-  in the rounding interval of the computed one (same variance on average);
+* float32 additions, subtractions, multiplications, divisions and square roots run in float64
+  (exact or correctly rounded there) and are rounded stochastically onto float32; other float32
+  and all float64 operations run in their own format (a float64 rerun of a float32 library
+  function or matrix product costs more than the run itself) and their result moves one step of
+  its grid up or down, each with probability 1/12: the stochastic rounding of an exact value
+  placed uniformly in the rounding interval of the computed one (same variance on average);
 * accumulations (sums, means, matrix products, convolutions) add, before that rounding, the
   Gaussian term of their own rounding (their accumulator's format and length:
   :mod:`pytest_fpcheck.stochastic.accumulation`);
@@ -143,6 +145,11 @@ EXACT = frozenset(
     }
 )
 _CONVERSIONS = frozenset({"aten._to_copy", "aten.copy"})
+#: float32 arithmetic whose float64 result is exact or correctly rounded before the stochastic
+#: rounding (cheap to rerun): exact results (``x + 0``, ``2 * x``) then stay exact
+_EXACT_IN_FLOAT64 = frozenset(
+    {"aten.add", "aten.sub", "aten.rsub", "aten.mul", "aten.div", "aten.sqrt", "aten.addcmul"}
+)
 
 
 def _format(dtype: torch.dtype) -> Format | None:
@@ -163,6 +170,12 @@ def _widen(value: Any) -> Any:
     return value
 
 
+def _widen_float32(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
+        return value.to(torch.float64)
+    return value
+
+
 def _signature(flat: list[Any]) -> tuple[Any, ...]:
     return tuple(
         v.dtype if isinstance(v, torch.Tensor) else (v if isinstance(v, torch.dtype) else type(v))
@@ -172,7 +185,7 @@ def _signature(flat: list[Any]) -> tuple[Any, ...]:
 
 class StochasticMode(TorchDispatchMode):
     """Runs the operations of its block with random rounding, drawing from ``draw``.
-    ``ops`` counts the operations it rounded."""
+    ``ops`` counts the results it rounded."""
 
     def __init__(self, draw: SampleRandom) -> None:
         super().__init__()
@@ -203,18 +216,28 @@ class StochasticMode(TorchDispatchMode):
         floating = [v for v in flat if isinstance(v, torch.Tensor) and v.dtype in _FORMATS]
         if not floating:
             return func(*args, **kwargs)
-        self.ops += 1
         if functional in _CONVERSIONS:
             return self._convert(func, functional, args, kwargs)
         if not any(v.dtype in _NARROW for v in floating):
+            # the wider run first: it works on copies, the plain run may modify the operands
+            wide, wide_args, wide_kwargs = None, args, kwargs
+            if functional in _EXACT_IN_FLOAT64 and any(v.dtype == torch.float32 for v in floating):
+                wide_args, wide_kwargs = tree_map(_widen_float32, (args, kwargs))
+                wide = func(*wide_args, **wide_kwargs)
             out = func(*args, **kwargs)
-            return self._round_outputs(out, out, functional, args, kwargs, schema.is_mutable)
-        if schema.is_mutable:
-            out = func(*args, **kwargs)
-            wide_args, wide_kwargs = tree_map(_widen, (args, kwargs))
             return self._round_outputs(
-                out, func(*wide_args, **wide_kwargs), functional, wide_args, wide_kwargs, True
+                out,
+                out if wide is None else wide,
+                functional,
+                wide_args,
+                wide_kwargs,
+                schema.is_mutable,
             )
+        if schema.is_mutable:
+            wide_args, wide_kwargs = tree_map(_widen, (args, kwargs))  # copies
+            wide = func(*wide_args, **wide_kwargs)
+            out = func(*args, **kwargs)
+            return self._round_outputs(out, wide, functional, wide_args, wide_kwargs, True)
         targets = self._target_dtypes(func, flat, args, kwargs)
         wide_args, wide_kwargs = tree_map(_widen, (args, kwargs))
         try:
@@ -261,6 +284,7 @@ class StochasticMode(TorchDispatchMode):
         fmt = _format(target)
         if fmt is None or wide.dtype not in _FORMATS:
             return wide.to(target) if wide.dtype != target else wide
+        self.ops += 1
         accumulator = _FLOAT64 if target == torch.float64 else _FLOAT32
         sigma = accumulation_sigma(functional, args, kwargs, wide, accumulator.unit_roundoff)
         if wide.dtype != target and _narrower(target, wide.dtype):
@@ -321,6 +345,7 @@ class StochasticMode(TorchDispatchMode):
             out.device, torch.float64 if source.dtype == torch.float64 else torch.float32
         )
         value = round_stochastic(wide.expand(out.shape), out.dtype, _FORMATS[out.dtype], self.draw)
+        self.ops += 1
         if func._schema.is_mutable:
             out.copy_(value)
             return out

@@ -14,8 +14,8 @@ Three roundings are implemented here, each exact in its arithmetic:
   float32's with the 16 low bits cleared, a random integer below ``2**16`` is added to the bit
   pattern and the low bits are cleared (sign and magnitude: the rounding acts on the magnitude,
   carries reach the next binade or infinity as they should). Otherwise
-  ``floor(x / g + U) * g`` with ``g`` the gap of ``x``'s binade (``frexp``), computed exactly
-  (scaling by powers of two; ``x / g`` has at most ``p`` integer bits).
+  ``(floor(x / g) + [U < frac(x / g)]) * g`` with ``g`` the gap of ``x``'s binade (``frexp``),
+  every step exact (scaling by powers of two; ``x / g`` has at most ``p`` integer bits).
 * :func:`perturb_in_place_format`: for a result that has no wider value (the operation ran in
   its own format), the exact value is taken as uniformly placed in the rounding
   interval of the computed ``y``; its stochastic rounding then moves ``y`` one step of its grid
@@ -146,9 +146,10 @@ def round_stochastic(
         return torch.where(torch.isnan(x), x, rounded).to(dtype)  # a NaN's payload may carry
     gap = _binade_gap(x, fmt)
     scaled = torch.ldexp(x, -gap)
-    uniform = draw.take("uniform", x)
-    rounded = torch.floor(scaled + uniform.to(x.dtype))
-    result = torch.ldexp(rounded, gap)
+    down = torch.floor(scaled)
+    # up with probability equal to the (exact) fraction: never a rounded sum of the two
+    up = draw.take("uniform", x) < (scaled - down)
+    result = torch.ldexp(down + up, gap)
     result = torch.where(torch.isfinite(x), result, x)
     return result.to(dtype)
 

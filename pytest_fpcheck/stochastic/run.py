@@ -51,11 +51,12 @@ _EXECUTOR_EXPECTED = (
 @dataclass(frozen=True)
 class Sample:
     """One randomly rounded run's results: float64 copies of its floating tensors, their dtype
-    names, and the structure they came in (picklable, for process pools)."""
+    names, the structure they came in (a serialised pytree spec) and how many results the run
+    rounded; plain data, for process pools."""
 
     values: tuple[np.ndarray[Any, np.dtype[np.float64]], ...]
     dtypes: tuple[str, ...]
-    structure: Any
+    structure: str
     ops: int
 
 
@@ -64,7 +65,7 @@ def sample(
 ) -> Sample:
     """Run ``fn(*args, **kwargs)`` once with random rounding: sample ``index`` of ``seed``."""
     import torch
-    from torch.utils._pytree import tree_flatten
+    from torch.utils._pytree import tree_flatten, treespec_dumps
 
     from .mode import StochasticMode
     from .rounding import Pools, SampleRandom
@@ -87,7 +88,7 @@ def sample(
         with torch.no_grad():
             values.append(leaf.detach().to("cpu", torch.float64).numpy().copy())
         dtypes.append(str(leaf.dtype).removeprefix("torch."))
-    return Sample(tuple(values), tuple(dtypes), structure, mode.ops)
+    return Sample(tuple(values), tuple(dtypes), treespec_dumps(structure), mode.ops)
 
 
 def _check(fn: Any, samples: Any, confidence: Any, seed: Any, executor: Any) -> None:
@@ -143,9 +144,11 @@ def stochastic_bounds(
         runs = [future.result() for future in futures]
     first = runs[0]
     for run in runs[1:]:
-        if run.dtypes != first.dtypes or [v.shape for v in run.values] != [
-            v.shape for v in first.values
-        ]:
+        if (
+            run.structure != first.structure
+            or run.dtypes != first.dtypes
+            or [v.shape for v in run.values] != [v.shape for v in first.values]
+        ):
             raise InvalidArgument(
                 "fn", fn, "a callable whose results have the same structure on every run"
             )
@@ -153,9 +156,9 @@ def stochastic_bounds(
         _bounds(np.stack([run.values[i] for run in runs]), first.dtypes[i], confidence, seed)
         for i in range(len(first.values))
     ]
-    from torch.utils._pytree import tree_unflatten
+    from torch.utils._pytree import tree_unflatten, treespec_loads
 
-    return tree_unflatten(bounds, first.structure)
+    return tree_unflatten(bounds, treespec_loads(first.structure))
 
 
 def _t_quantile(probability: float, freedom: int) -> float:

@@ -1,0 +1,127 @@
+"""Random rounding: only the two neighbours, with probabilities proportional to distance
+(unbiased), grid values kept, special values kept; the one-step perturbation of a result with no
+wider value; pools reproducible from the seed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_fpcheck import formats as F
+
+torch = pytest.importorskip("torch")
+
+from pytest_fpcheck.stochastic.rounding import (  # noqa: E402
+    STEP_PROBABILITY,
+    Pools,
+    SampleRandom,
+    perturb_in_place_format,
+    round_stochastic,
+)
+
+DRAWS = 4096
+CASES = [
+    (torch.float32, torch.bfloat16),
+    (torch.float32, torch.float16),
+    (torch.float64, torch.float32),
+    (torch.float64, torch.bfloat16),
+    (torch.float32, torch.float8_e4m3fn),
+]
+
+
+def _draw(seed: int = 7, index: int = 0) -> SampleRandom:
+    return SampleRandom(Pools.of(seed), seed, index)
+
+
+def _values(source: torch.dtype, target: torch.dtype) -> np.ndarray:
+    """Values between two neighbours of the target's grid at several fractional positions and
+    magnitudes (normal and subnormal), both signs."""
+    fmt = F.format_of(str(target).removeprefix("torch."))
+    bases = np.array([1.0, 3.0, 1e3 if fmt.max_finite > 1e4 else 100.0, fmt.smallest_normal * 4])
+    bases = F.round_to(bases, fmt)
+    gaps = F.ulp(bases, fmt)
+    fractions = np.array([0.0, 0.125, 0.25, 0.5, 0.9])
+    values = (bases[:, None] + fractions[None, :] * gaps[:, None]).ravel()
+    values = np.concatenate([values, -values, [fmt.smallest_subnormal * 2.5]])
+    return values.astype(np.float64 if source == torch.float64 else np.float32)
+
+
+@pytest.mark.parametrize(("source", "target"), CASES)
+def test_rounds_to_a_neighbour_with_probability_proportional_to_distance(
+    source: torch.dtype, target: torch.dtype
+) -> None:
+    fmt = F.format_of(str(target).removeprefix("torch."))
+    values = _values(source, target)
+    x = torch.tensor(values, dtype=source).expand(DRAWS, -1).contiguous()
+    rounded = round_stochastic(x, target, fmt, _draw()).to(torch.float64).numpy()
+    exact = values.astype(np.float64)
+    down = F.round_to(exact, fmt, "down")
+    up = F.round_to(exact, fmt, "up")
+    assert ((rounded == down) | (rounded == up)).all()
+    gap = np.where(up > down, up - down, 1.0)
+    probability_up = (exact - down) / gap
+    observed = (rounded == up).mean(axis=0)
+    # binomial standard error at 4096 draws is at most 0.008
+    assert np.abs(observed - np.where(up > down, probability_up, 1.0)).max() < 0.04
+    # unbiased: the mean of the draws is the value, within 5 standard errors
+    spread = np.sqrt(probability_up * (1 - probability_up)) * gap / np.sqrt(DRAWS)
+    assert (np.abs(rounded.mean(axis=0) - exact) <= 5 * spread + 1e-300).all()
+
+
+@pytest.mark.parametrize(("source", "target"), CASES[:4])
+def test_special_values_are_kept(source: torch.dtype, target: torch.dtype) -> None:
+    fmt = F.format_of(str(target).removeprefix("torch."))
+    x = torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0, -0.0], dtype=source)
+    rounded = round_stochastic(x.expand(64, -1), target, fmt, _draw()).to(torch.float64)
+    assert (rounded[:, 0] == float("inf")).all()
+    assert (rounded[:, 1] == -float("inf")).all()
+    assert rounded[:, 2].isnan().all()
+    assert (rounded[:, 3:] == 0).all()
+
+
+def test_beyond_the_largest_finite_value_rounds_to_infinity_at_random() -> None:
+    fmt = F.format_of("float16")
+    x = torch.full((DRAWS,), 65504.0 + 16.0)  # halfway between the largest float16 and 2**16
+    rounded = round_stochastic(x, torch.float16, fmt, _draw()).to(torch.float64)
+    assert set(rounded.unique().tolist()) == {65504.0, float("inf")}
+    assert abs(float((rounded == float("inf")).double().mean()) - 0.5) < 0.04
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_the_perturbation_moves_one_step_with_probability_one_twelfth(dtype: torch.dtype) -> None:
+    fmt = F.format_of(str(dtype).removeprefix("torch."))
+    values = np.array([1.0, -3.0, 1e-3, 5e4])
+    y = torch.tensor(F.round_to(values, fmt), dtype=dtype).expand(DRAWS, -1).contiguous()
+    moved = perturb_in_place_format(y, _draw()).to(torch.float64).numpy()
+    base = y.to(torch.float64).numpy()
+    up = F.next_up(base, fmt)
+    down = F.next_down(base, fmt)
+    assert ((moved == base) | (moved == up) | (moved == down)).all()
+    for side in (up, down):
+        assert np.abs((moved == side).mean(axis=0) - STEP_PROBABILITY).max() < 0.025
+
+
+def test_the_perturbation_keeps_zeros_and_non_finite_values() -> None:
+    y = torch.tensor([0.0, -0.0, float("inf"), float("nan")]).expand(256, -1).contiguous()
+    moved = perturb_in_place_format(y, _draw())
+    assert (moved[:, :2] == 0).all()
+    assert (moved[:, 2] == float("inf")).all()
+    assert moved[:, 3].isnan().all()
+
+
+def test_pools_and_offsets_depend_on_the_seed_and_the_sample_only() -> None:
+    like = torch.empty(1000)
+    first = _draw(11, 3).take("uniform", like).clone()
+    Pools._cache.clear()
+    assert torch.equal(_draw(11, 3).take("uniform", like), first)
+    assert not torch.equal(_draw(11, 4).take("uniform", like), first)
+    assert not torch.equal(_draw(12, 3).take("uniform", like), first)
+
+
+def test_a_pool_grows_for_a_tensor_larger_than_it() -> None:
+    draw = _draw(5)
+    big = torch.empty(3 << 20)
+    taken = draw.take("bits16", big)
+    assert taken.shape == big.shape
+    assert int(taken.min()) >= 0
+    assert int(taken.max()) < 1 << 16

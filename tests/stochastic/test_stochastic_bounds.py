@@ -1,0 +1,219 @@
+"""stochastic_bounds end to end: the statistics it returns, reproducibility, what it rounds
+(every floating operation, backward passes, not integer or exact ones), verdicts on a correct and
+a buggy model, executors, and every bad argument with its message."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import multiprocessing
+import re
+
+import numpy as np
+import pytest
+
+from pytest_fpcheck.errors import InvalidArgument
+
+torch = pytest.importorskip("torch")
+
+import pytest_fpcheck as fp  # noqa: E402
+from pytest_fpcheck.stochastic.run import sample, stochastic_bounds  # noqa: E402
+
+from .models import MLP, mlp_in  # noqa: E402
+
+
+def _inputs(rows: int = 16, width: int = 64) -> torch.Tensor:
+    return torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
+
+
+def test_statistics_of_a_single_rounding() -> None:
+    """One float32 -> bfloat16 conversion of 1 + u/4: samples are 1 or 1 + 2u, the interval
+    holds both the exact value and the samples, digits follow CESTAC's formula."""
+    x = torch.full((4,), 1 + 2.0**-10, dtype=torch.float32)
+    b = stochastic_bounds(lambda t: t.to(torch.bfloat16), x, samples=64, seed=3)
+    assert b.mode == "stochastic"
+    assert b.dtype == torch.bfloat16
+    assert b.format.name == "bfloat16"
+    e = b.estimate
+    assert e is not None
+    assert e.samples == 64
+    assert e.seed == 3
+    assert np.all(e.mean > 1.0)
+    assert np.all(e.mean < 1 + 2.0**-7)
+    assert np.all(b.contains(np.full(4, 1 + 2.0**-10)))
+    assert np.all(b.lo <= 1.0)
+    assert np.all(b.hi >= 1 + 2.0**-7)
+    assert np.allclose(b.value, e.mean)
+    tau = float(__import__("scipy").stats.t.ppf(1 - 0.001 / 2, 63))
+    expected_digits = np.log10(math.sqrt(64) * np.abs(e.mean) / (tau * e.std))
+    assert np.allclose(e.digits, np.minimum(expected_digits, 8 * math.log10(2)))
+
+
+def test_the_same_seed_gives_the_same_samples_and_none_records_the_one_drawn() -> None:
+    model, x = MLP(), _inputs()
+    first = stochastic_bounds(mlp_in, torch.bfloat16, x, model, samples=4, seed=9)
+    again = stochastic_bounds(mlp_in, torch.bfloat16, x, model, samples=4, seed=9)
+    other = stochastic_bounds(mlp_in, torch.bfloat16, x, model, samples=4, seed=10)
+    assert np.array_equal(first.estimate.std, again.estimate.std)
+    assert np.array_equal(first.lo, again.lo)
+    assert not np.array_equal(first.estimate.std, other.estimate.std)
+    drawn = stochastic_bounds(mlp_in, torch.bfloat16, x, model, samples=4)
+    assert isinstance(drawn.estimate.seed, int)
+    replay = stochastic_bounds(
+        mlp_in, torch.bfloat16, x, model, samples=4, seed=drawn.estimate.seed
+    )
+    assert np.array_equal(drawn.lo, replay.lo)
+
+
+def test_integer_results_and_exact_operations_are_left_alone() -> None:
+    x = torch.linspace(-3, 3, 50, dtype=torch.float32)
+
+    def program(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        counts = (t > 0).sum() + torch.arange(3).sum()  # integer: untouched
+        exact = torch.relu(t).flip(0).abs().clone()
+        exact[0] = counts  # an integer written into a float tensor: exactly representable
+        return exact + 0.0, t.exp()  # adding zero is exact too
+
+    assert sample(program, (x,), {}, 0, 0).ops == 2  # the addition and the exponential
+    exact, rounded = stochastic_bounds(program, x, samples=8, seed=1)
+    assert np.all(exact.estimate.std == 0)
+    assert np.any(rounded.estimate.std > 0)
+
+
+def test_backward_passes_are_rounded_too() -> None:
+    model, x = MLP(depth=2), _inputs()
+
+    def gradient(inputs: torch.Tensor) -> torch.Tensor:
+        w = model.layers[0].weight.detach().to(torch.bfloat16).requires_grad_()
+        h = torch.nn.functional.gelu(inputs.to(torch.bfloat16) @ w.T)
+        h.square().sum().backward()
+        assert w.grad is not None
+        return w.grad
+
+    forward_only = sample(lambda t: gradient(t) * 0, (x,), {}, 1, 0)
+    with_backward = sample(gradient, (x,), {}, 1, 0)
+    assert with_backward.ops > 0
+    b = stochastic_bounds(gradient, x, samples=8, seed=2)
+    assert np.median(b.estimate.std) > 0
+    assert forward_only.ops == with_backward.ops + 1  # the multiplication by zero
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_a_correct_model_is_roundoff_and_a_planted_bug_is_caught(dtype: torch.dtype) -> None:
+    model, x = MLP(), _inputs()
+    reference = mlp_in(torch.float64, x, model)
+    out = mlp_in(dtype, x, model)
+    b = stochastic_bounds(mlp_in, dtype, x, model, seed=4)
+    verdict = fp.classify(out, reference, bounds=b)
+    assert verdict.kind == "roundoff", verdict.report()
+    u = 2.0 ** -{torch.bfloat16: 8, torch.float16: 11, torch.float32: 24}[dtype]
+    model.bug = 64 * u
+    buggy = stochastic_bounds(mlp_in, dtype, x, model, seed=4)
+    verdict = fp.classify(mlp_in(dtype, x, model), reference, bounds=buggy)
+    assert verdict.kind == "bug"
+    assert verdict.outside > verdict.total // 4
+
+
+def test_the_estimated_spread_follows_the_actual_error() -> None:
+    """Over input draws, the error of the bfloat16 model against float64 has a spread within a
+    factor of 2 of the estimated standard deviation (the slice of benchmarks/bench_stochastic.py
+    that CI runs)."""
+    model = MLP(depth=6)
+    ratios = []
+    for draw in range(3):
+        x = torch.randn(32, 64, generator=torch.Generator().manual_seed(100 + draw))
+        with torch.no_grad():
+            error = mlp_in(torch.bfloat16, x, model).double() - mlp_in(torch.float64, x, model)
+        b = stochastic_bounds(mlp_in, torch.bfloat16, x, model, samples=16, seed=draw)
+        actual = float(error.square().mean().sqrt())
+        ratios.append(float(np.sqrt(np.mean(b.estimate.std**2))) / actual)
+    assert 0.5 <= float(np.median(ratios)) <= 2.0, ratios
+
+
+def test_a_tuple_of_results_gives_a_tuple_of_bounds() -> None:
+    x = _inputs()
+    pair = stochastic_bounds(lambda t: (t.exp(), {"s": t.sin()}), x, samples=3, seed=1)
+    assert isinstance(pair, tuple)
+    assert pair[0].shape == (16, 64)
+    assert pair[1]["s"].mode == "stochastic"
+
+
+def test_thread_pool_samples_equal_in_process_samples() -> None:
+    model, x = MLP(), _inputs()
+    here = stochastic_bounds(mlp_in, torch.bfloat16, x, model, samples=6, seed=5)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        threaded = stochastic_bounds(
+            mlp_in, torch.bfloat16, x, model, samples=6, seed=5, executor=pool
+        )
+    assert np.array_equal(here.estimate.std, threaded.estimate.std)
+    assert np.array_equal(here.lo, threaded.lo)
+    assert np.median(threaded.estimate.std) > 0  # the mode was active on the pool's threads
+
+
+def test_process_pool_samples_equal_in_process_samples() -> None:
+    """A process pool pickles ``fn``: an ``nn.Module`` of torch's own layers pickles by value
+    (a class defined in a test module would have to be importable in the workers)."""
+    torch.manual_seed(0)
+    fn = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+    fn = fn.to(torch.bfloat16).requires_grad_(False)
+    x = _inputs().to(torch.bfloat16)
+    here = stochastic_bounds(fn, x, samples=4, seed=6)
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+        spread = stochastic_bounds(fn, x, samples=4, seed=6, executor=pool)
+    assert np.median(here.estimate.std) > 0
+    assert np.array_equal(here.estimate.mean, spread.estimate.mean)
+    assert np.array_equal(here.lo, spread.lo)
+
+
+def _message(name: str, value: object, expected: str) -> str:
+    return re.escape(str(InvalidArgument(name, value, expected)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name", "value", "expected"),
+    [
+        ({"samples": 1}, "samples", 1, "an int >= 2 (the number of randomly rounded runs)"),
+        ({"samples": 2.0}, "samples", 2.0, "an int >= 2 (the number of randomly rounded runs)"),
+        ({"samples": True}, "samples", True, "an int >= 2 (the number of randomly rounded runs)"),
+        ({"confidence": 1.0}, "confidence", 1.0, "a number in the open interval (0, 1)"),
+        ({"confidence": 0}, "confidence", 0, "a number in the open interval (0, 1)"),
+        ({"confidence": "high"}, "confidence", "high", "a number in the open interval (0, 1)"),
+        ({"seed": -1}, "seed", -1, "None (draw one) or an int in [0, 2**63)"),
+        ({"seed": 1.5}, "seed", 1.5, "None (draw one) or an int in [0, 2**63)"),
+        (
+            {"executor": "dask"},
+            "executor",
+            "dask",
+            "a concurrent.futures.Executor (a ThreadPoolExecutor, a ProcessPoolExecutor, a dask "
+            "client's get_executor()) or None to run the samples in this process",
+        ),
+    ],
+)
+def test_bad_arguments_are_rejected(kwargs: dict, name: str, value: object, expected: str) -> None:
+    with pytest.raises(InvalidArgument, match=_message(name, value, expected)):
+        stochastic_bounds(torch.exp, torch.ones(2), **kwargs)
+
+
+def test_a_non_callable_is_rejected() -> None:
+    with pytest.raises(
+        InvalidArgument,
+        match=_message("fn", 3, "a callable fn(*args, **kwargs) returning floating tensors"),
+    ):
+        stochastic_bounds(3, torch.ones(2))  # type: ignore[arg-type]
+
+
+def test_a_result_that_is_no_floating_tensor_is_rejected() -> None:
+    def count(t: torch.Tensor) -> torch.Tensor:
+        return (t > 0).sum()
+
+    message = str(
+        InvalidArgument(
+            "fn",
+            count,
+            "a callable returning a floating tensor or a tuple, list or dict of them",
+            hint="Its result's leaf 0 is Tensor of dtype torch.int64.",
+        )
+    )
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        stochastic_bounds(count, torch.ones(2), samples=2, seed=0)
