@@ -9,11 +9,12 @@ diagnostic) and below the pytest layer (plugin, fixture, markers, settings, envi
 and the package root that re-exports everything), which none of them imports.
 
 Imports are read with :mod:`ast` from the source, so nothing is imported to check them. Every
-import counts for the layers: at module level, inside a function (a lazy import is still a
-dependency, only a later one) and under ``if TYPE_CHECKING:`` (an annotation naming a higher
-layer's type ties the lower layer to it all the same). The cycle check leaves out the
-``TYPE_CHECKING`` imports: they never run, so they cannot make one module's import wait on
-another's, and two modules of one layer may name each other's types in annotations.
+import counts, for the layers and for the cycles alike: at module level, inside a function (a
+lazy import is still a dependency, only a later one) and under ``if TYPE_CHECKING:`` (an
+annotation naming another module's type ties the two modules together all the same, even though
+it never runs). Two modules that know each other, lazily or for types only, are what "results
+carry their data" rules out: a result hands plain values to the module that formats or draws
+them, which never names the result's class.
 """
 
 from __future__ import annotations
@@ -40,13 +41,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 @dataclass(frozen=True)
 class Import:
-    """One import statement's edge: the importing module, the imported module, the line, and
-    whether it only runs for a type checker."""
+    """One import statement's edge: the importing module, the imported module, the line."""
 
     source: str
     target: str
     line: int
-    type_checking: bool
 
 
 def module_name(path: Path) -> str:
@@ -58,12 +57,6 @@ def module_name(path: Path) -> str:
 
 def modules() -> dict[str, Path]:
     return {module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
 
 
 def _targets(node: ast.Import | ast.ImportFrom, package: str, known: set[str]) -> list[str]:
@@ -89,14 +82,10 @@ def imports(known: dict[str, Path]) -> list[Import]:
     for name, path in known.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        guarded: set[int] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and _is_type_checking(node.test):
-                guarded.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 edges.extend(
-                    Import(name, target, node.lineno, id(node) in guarded)
+                    Import(name, target, node.lineno)
                     for target in _targets(node, package, set(known))
                     if target != name
                 )
@@ -167,21 +156,22 @@ def test_no_import_goes_from_a_lower_layer_to_a_higher_one() -> None:
 
 
 def test_no_import_cycle() -> None:
-    runtime = [edge for edge in imports(modules()) if not edge.type_checking]
-    found = cycles(runtime)
+    found = cycles(imports(modules()))
     assert not found, "\n".join(" <-> ".join(component) for component in found)
 
 
 def test_the_checks_see_what_they_check() -> None:
-    """The graph holds the lazy, TYPE_CHECKING and ``from . import module`` imports, and the
-    cycle search finds a cycle of three."""
-    edges = imports(modules())
-    pairs = {(edge.source, edge.target, edge.type_checking) for edge in edges}
-    # a lazy import inside a method (a result imports matplotlib's plotting only to plot)
-    assert (f"{PACKAGE}.dualdelta.result", f"{PACKAGE}.dualdelta.plots", False) in pairs
-    assert any(edge.type_checking for edge in edges)
-    assert cycles(
-        [Import("a", "b", 1, False), Import("b", "c", 1, False), Import("c", "a", 1, False)]
-    ) == [["a", "b", "c"]]
-    assert cycles([Import("a", "b", 1, False), Import("b", "c", 1, False)]) == []
+    """The graph holds the imports inside functions and under ``TYPE_CHECKING`` and those of
+    ``from . import module``; the cycle search finds a cycle of three and nothing in a chain."""
+    pairs = {(edge.source, edge.target) for edge in imports(modules())}
+    # inside a method: a result imports its plotting (and matplotlib) only to plot
+    assert (f"{PACKAGE}.dualdelta.result", f"{PACKAGE}.dualdelta.plots") in pairs
+    # under TYPE_CHECKING: the emulators name the summation tree's type in annotations
+    assert (f"{PACKAGE}.emulate.models", f"{PACKAGE}.diagnostics.order") in pairs
+    # ``from . import messages``
+    assert (f"{PACKAGE}.assertions.verdict", f"{PACKAGE}.assertions.messages") in pairs
+    assert cycles([Import("a", "b", 1), Import("b", "c", 2), Import("c", "a", 3)]) == [
+        ["a", "b", "c"]
+    ]
+    assert cycles([Import("a", "b", 1), Import("b", "c", 2)]) == []
     assert layer_of(f"{PACKAGE}.interval.rounding") < layer_of(f"{PACKAGE}.assertions.messages")

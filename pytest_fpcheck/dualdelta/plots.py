@@ -25,15 +25,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import FPCheckError, InvalidArgument
-
-if TYPE_CHECKING:
-    from .result import DualDeltaResult
 
 __all__ = ["plot_result"]
 
@@ -150,8 +147,9 @@ def _scatter(ax: Any, custom: Array, reference: Array, axis: _Axis) -> None:
     ax.set_title(f"paired errors ({above} of {custom.size} above the diagonal)")
 
 
-def plot_result(result: DualDeltaResult, path: str | os.PathLike[str]) -> Path:
-    """Draw ``result``'s four panels (module docstring) into the PNG file ``path``."""
+def plot_result(custom: Array, reference: Array, title: str, path: str | os.PathLike[str]) -> Path:
+    """Draw the four panels (module docstring) of the paired errors ``custom`` and
+    ``reference`` under ``title`` into the PNG file ``path``."""
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgument("path", path, "a file path (str or os.PathLike) for the PNG")
     figure_class, canvas_class = _matplotlib()
@@ -159,17 +157,12 @@ def plot_result(result: DualDeltaResult, path: str | os.PathLike[str]) -> Path:
     figure.subplots_adjust(left=0.08, right=0.98, bottom=0.07, top=0.88, wspace=0.22, hspace=0.32)
     canvas_class(figure)
     axes = figure.subplots(2, 2)
-    custom, reference = result.delta_custom, result.delta_reference
     axis = _axis(custom, reference)
     _histograms(axes[0, 0], custom, reference, axis)
     _boxes(axes[0, 1], custom, reference, axis)
     _qq(axes[1, 0], custom, reference, axis)
     _scatter(axes[1, 1], custom, reference, axis)
-    figure.suptitle(
-        f"dual-delta: {result.custom} vs {result.reference} ({result.metric}, oracle "
-        f"{result.oracle}, n = {result.n})\naccuracy: {result.accuracy}, "
-        f"stability: {result.stability}"
-    )
+    figure.suptitle(title)
     target = Path(path)
     figure.savefig(target, format="png", dpi=100)
     return target

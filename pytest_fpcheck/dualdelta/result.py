@@ -163,7 +163,12 @@ class DualDeltaResult:
         box plot, a Q-Q plot and the paired scatter with its diagonal. Needs matplotlib."""
         from .plots import plot_result
 
-        return plot_result(self, path)
+        title = (
+            f"dual-delta: {self.custom} vs {self.reference} ({self.metric}, oracle "
+            f"{self.oracle}, n = {self.n})\naccuracy: {self.accuracy}, "
+            f"stability: {self.stability}"
+        )
+        return plot_result(self.delta_custom, self.delta_reference, title, path)
 
     def __repr__(self) -> str:
         return (
