@@ -11,9 +11,9 @@ Every helper below works in float64 and is exact: the grids of all these formats
 float64's, so scaling by powers of two and rounding to an integer (``rint``, ``trunc``, ``floor``,
 ``ceil``) computes the correctly rounded value without double rounding. That rule is written once,
 in :func:`quantize`, with IEEE 754's overflow rule beside it (:func:`overflow_limits`):
-:func:`round_to` runs them on NumPy arrays, and the compiled rounders of the interval engine
-(:mod:`pytest_fpcheck.interval.rounding`) and the emulators compile the same two functions with
-Numba (this module itself imports only NumPy). The *ordinal* of a grid
+:func:`round_to` runs them on NumPy arrays, and :mod:`pytest_fpcheck.interval.rounding` compiles
+the same two functions with Numba into the scalar rounder that the interval engine and the
+emulators call (this module itself imports only NumPy). The *ordinal* of a grid
 value is its sign times its magnitude bit pattern (exponent field followed by the fraction), the
 integer the strategies draw and :func:`next_up` steps.
 
