@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import ml_dtypes
@@ -341,3 +342,17 @@ def test_float64_ordinals_do_not_overflow() -> None:
     assert k.dtype == np.int64
     assert (F.from_ordinal(k, "float64") == xs).all()
     assert k[3] == F.FORMATS["float64"].max_ordinal == 0x7FEFFFFFFFFFFFFF
+
+
+def test_overflow_limits_follow_ieee_754_section_7_4() -> None:
+    """Nearest-even and the direction away from zero overflow (to the given infinity or NaN),
+    the directions toward zero give the largest finite number."""
+    big = 448.0
+    limits = {mode: F.overflow_limits(F.MODE_CODES[mode], big, math.inf) for mode in F.MODE_CODES}
+    assert limits == {
+        "nearest-even": (math.inf, -math.inf),
+        "toward-zero": (big, -big),
+        "down": (big, -math.inf),
+        "up": (math.inf, -big),
+    }
+    assert sorted(F.MODE_CODES) == sorted(F.ROUNDING_MODES)
