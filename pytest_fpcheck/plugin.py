@@ -65,7 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             )
         else:
             group.addoption(option.flag, dest=option.ini, default=None, help=option.help)
-        parser.addini(option.ini, help=f"{option.help} (default: {option.default})")
+        parser.addini(
+            option.ini,
+            help=f"{option.help} (default: {option.default})",
+            type=option.ini_type,
+            default=None,  # unset: the option's own default applies
+        )
     group.addoption(
         "--fpcheck-report",
         dest="fpcheck_report",
@@ -81,10 +86,13 @@ def pytest_configure(config: pytest.Config) -> None:
     raw: dict[str, Any] = {}
     for option in OPTIONS:
         flag_value = config.getoption(option.ini)
-        ini_value = config.getini(option.ini)
+        try:
+            ini_value = config.getini(option.ini)
+        except pytest.UsageError as error:  # a value pytest cannot read as the option's type
+            raise pytest.UsageError(f"pytest-fpcheck: {option.ini}: {error}") from None
         if flag_value is not None:
             raw[option.field] = flag_value
-        elif ini_value not in (None, "", []):
+        elif ini_value not in (None, ""):
             raw[option.field] = ini_value
     import time
 

@@ -1,8 +1,11 @@
 """The run's settings: parsed once from ini options and flags, frozen, overridable per test.
 
-Each option has one parser that turns its text (an ini value or a command-line flag) or a Python
+Each option has one parser that turns its text (a command-line flag), its ini value or a Python
 value (a ``@pytest.mark.fpcheck(...)`` keyword) into a checked value, or raises
 :class:`~pytest_fpcheck.errors.InvalidArgument` naming the option, the value and what is valid.
+Each ini option is registered with its type (``bool``, ``int``, ``float`` or ``string``), so
+pytest reads it from ``pytest.ini`` and ``[tool.pytest.ini_options]`` (text it converts) and from
+``[tool.pytest]`` (pytest 9's native TOML, where ``fpcheck = true`` is a boolean) alike.
 This module imports neither pytest nor any numerical library: the plugin loads it at start-up.
 """
 
@@ -11,11 +14,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .errors import InvalidArgument
 
-__all__ = ["NONFINITE_MODES", "OPTIONS", "ORACLES", "Option", "Settings"]
+__all__ = ["NONFINITE_MODES", "OPTIONS", "ORACLES", "IniType", "Option", "Settings"]
+
+#: The ini types pytest registers (``parser.addini(..., type=...)``) that the options use.
+IniType = Literal["bool", "int", "float", "string"]
 
 NONFINITE_MODES = ("off", "warn", "fail")
 ORACLES = ("fp64", "mpmath", "arb")
@@ -67,7 +73,7 @@ def _parse_int(minimum: int, what: str) -> Callable[[str, Any], int]:
 
 @dataclass(frozen=True)
 class Option:
-    """One setting: its field name, ini name, flag, default (as ini text) and parser."""
+    """One setting: its field name, ini name, flag, default (as ini text), parser and ini type."""
 
     field: str
     ini: str
@@ -77,6 +83,8 @@ class Option:
     parse: Callable[[str, Any], Any]
     #: a flag without a value (``--fpcheck``), its ini option a boolean
     switch: bool = False
+    #: the type pytest reads the ini option as
+    ini_type: IniType = "string"
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -88,6 +96,7 @@ OPTIONS: tuple[Option, ...] = (
         "run every test inside fp.track() and fp.watch_nonfinite()",
         _parse_bool,
         switch=True,
+        ini_type="bool",
     ),
     Option(
         "nonfinite",
@@ -104,6 +113,7 @@ OPTIONS: tuple[Option, ...] = (
         "0.01",
         "significance level of dual-delta tests",
         _parse_alpha,
+        ini_type="float",
     ),
     Option(
         "dual_delta_n",
@@ -112,6 +122,7 @@ OPTIONS: tuple[Option, ...] = (
         "1000",
         "number of trials of a dual-delta test",
         _parse_int(2, "an int >= 2 (the number of dual-delta trials)"),
+        ini_type="int",
     ),
     Option(
         "oracle",
@@ -128,6 +139,7 @@ OPTIONS: tuple[Option, ...] = (
         "0",
         "run seed; each test's seed derives from it and the test id",
         _parse_int(0, "a non-negative int"),
+        ini_type="int",
     ),
     Option(
         "isolate",
@@ -138,6 +150,7 @@ OPTIONS: tuple[Option, ...] = (
         "(fp.isolate) and add them to the failure",
         _parse_bool,
         switch=True,
+        ini_type="bool",
     ),
     Option(
         "probe",
@@ -148,6 +161,7 @@ OPTIONS: tuple[Option, ...] = (
         "report header",
         _parse_bool,
         switch=True,
+        ini_type="bool",
     ),
 )
 _BY_FIELD = {option.field: option for option in OPTIONS}
