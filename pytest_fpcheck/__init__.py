@@ -57,6 +57,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "roundoff_bounds": ("pytest_fpcheck.tracking.track", "roundoff_bounds"),
     "hull": ("pytest_fpcheck.tracking.track", "hull"),
     "classify": ("pytest_fpcheck.assertions.verdict", "classify"),
+    "stochastic_bounds": ("pytest_fpcheck.stochastic.run", "stochastic_bounds"),
     "Verdict": ("pytest_fpcheck.assertions.verdict", "Verdict"),
     "assert_roundoff_close": ("pytest_fpcheck.assertions.roundoff", "assert_roundoff_close"),
     "compare_modules": ("pytest_fpcheck.assertions.modules", "compare_modules"),
@@ -115,6 +116,7 @@ __all__ = [
     "probe_matmul",
     "reveal_order",
     "roundoff_bounds",
+    "stochastic_bounds",
     "strategies",
     "track",
     "watch_nonfinite",
@@ -153,6 +155,7 @@ if TYPE_CHECKING:
     from .formats import format_of as format_of
     from .interval.bounds import Bounds as Bounds
     from .oracle.exact import exact_reference as exact_reference
+    from .stochastic.run import stochastic_bounds as stochastic_bounds
     from .tracking.torch.mode import Tracker as Tracker
     from .tracking.track import bounds_of as bounds_of
     from .tracking.track import hull as hull

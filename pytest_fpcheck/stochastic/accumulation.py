@@ -12,8 +12,14 @@ and
     Var = KAPPA u**2 K (S**2 / 3 + Q / 6).
 
 That is the sequential order of a GEMM's inner loop (each output element accumulated along
-``k`` in one register lane); a pairwise or cascaded sum rounds fewer times and has a smaller
-variance, so the model overstates it there. ``benchmarks/bench_stochastic.py`` measures the
+``k`` in one register lane): the model of matrix products and convolutions. Sums and means
+(``torch.sum`` is a cascade on CPUs, a tree on GPUs) are pairwise: level ``l`` holds ``K / 2**l``
+partial sums of ``2**l`` terms, whose squares add up to about ``2**l / K S**2 + Q``, so over the
+``log2 K`` levels
+
+    Var = KAPPA u**2 (2 S**2 + (log2 K - 2) Q),
+
+``K / log2 K`` times less than the sequential order's for positive terms. ``benchmarks/bench_stochastic.py`` measures the
 model against an addition-level emulation (one stochastic rounding per addition in the
 accumulator's format) for several lengths, orders, formats and term distributions
 (docs/performance.md).
@@ -46,6 +52,13 @@ def _variance(u: float, k: float, total: torch.Tensor, squares: torch.Tensor) ->
     return (KAPPA * u * u * k) * (total.square() / 3 + squares / 6)
 
 
+def _pairwise_variance(
+    u: float, k: int, total: torch.Tensor, squares: torch.Tensor
+) -> torch.Tensor:
+    levels = max(math.ceil(math.log2(k)) - 2, 0) if k > 1 else 0
+    return (KAPPA * u * u) * (2 * total.square() + levels * squares)
+
+
 def _sum_sigma(
     args: tuple[Any, ...], kwargs: dict[str, Any], total: torch.Tensor, u: float, mean: bool
 ) -> torch.Tensor:
@@ -60,8 +73,8 @@ def _sum_sigma(
     squares = x.to(total.dtype).square().sum(dim=dims, keepdim=keepdim) if x.dim() else x.square()
     if mean:
         # the sum's error, divided by the count
-        return _variance(u, count, total * count, squares).sqrt() / max(count, 1)
-    return _variance(u, count, total, squares).sqrt()
+        return _pairwise_variance(u, count, total * count, squares).sqrt() / max(count, 1)
+    return _pairwise_variance(u, count, total, squares).sqrt()
 
 
 def _row_squares(a: torch.Tensor) -> torch.Tensor:

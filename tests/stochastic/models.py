@@ -3,6 +3,10 @@ pool pickles them by reference to this module)."""
 
 from __future__ import annotations
 
+import copy
+import math
+from collections.abc import Callable
+
 import torch
 
 
@@ -37,3 +41,66 @@ def mlp_in(dtype: torch.dtype, x: torch.Tensor, model: MLP) -> torch.Tensor:
     copy.load_state_dict(model.state_dict())
     copy.bug, copy.bug_layer = model.bug, model.bug_layer
     return copy.to(dtype)(x.to(dtype))
+
+
+class Block(torch.nn.Module):
+    """A pre-norm transformer block: attention (``heads`` heads, written out: projections,
+    scaled scores, softmax, weighted values) and a GELU MLP, each added to the residual."""
+
+    def __init__(self, width: int, heads: int, generator: torch.Generator) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = torch.nn.LayerNorm(width)
+        self.norm2 = torch.nn.LayerNorm(width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.out = torch.nn.Linear(width, width)
+        self.up = torch.nn.Linear(width, 4 * width)
+        self.down = torch.nn.Linear(4 * width, width)
+        with torch.no_grad():
+            for linear in (self.qkv, self.out, self.up, self.down):
+                fan_in = linear.weight.shape[1]
+                linear.weight.copy_(
+                    torch.randn(linear.weight.shape, generator=generator) / fan_in**0.5
+                )
+                linear.bias.copy_(torch.randn(linear.bias.shape, generator=generator) * 0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        shape = (batch, length, self.heads, width // self.heads)
+        q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(width // self.heads)
+        attention = scores.softmax(-1) @ v
+        x = x + self.out(attention.transpose(1, 2).reshape(batch, length, width))
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm2(x))))
+
+
+class Transformer(torch.nn.Module):
+    """``depth`` blocks; ``bug`` scales the output of block ``bug_layer`` by ``1 + bug``."""
+
+    def __init__(self, width: int = 32, heads: int = 4, depth: int = 4, *, seed: int = 0) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.blocks = torch.nn.ModuleList(Block(width, heads, generator) for _ in range(depth))
+        self.bug = 0.0
+        self.bug_layer = depth // 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for index, block in enumerate(self.blocks):
+            x = block(x)
+            if index == self.bug_layer and self.bug:
+                x = x * (1 + self.bug)
+        return x
+
+
+def run_in(model: torch.nn.Module) -> Callable[[torch.dtype, torch.Tensor], torch.Tensor]:
+    """``run(dtype, x)``: ``model`` (copied once per dtype) on ``x`` converted to ``dtype``."""
+    copies: dict[torch.dtype, torch.nn.Module] = {}
+
+    def run(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+        if dtype not in copies:
+            copies[dtype] = copy.deepcopy(model).to(dtype).requires_grad_(False)
+        copies[dtype].bug = model.bug  # type: ignore[union-attr]
+        return copies[dtype](x.to(dtype))  # type: ignore[no-any-return]
+
+    return run
