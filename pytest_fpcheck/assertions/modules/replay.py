@@ -14,7 +14,13 @@ The rule for one recorded call of path ``p``:
   own code alone. A call the reference did not make runs for real and makes the call a bug;
 * not isolated, the modules it calls run for real: the whole subtree is judged;
 * each floating output (and each handed input) is judged by :func:`~..verdict.classify`
-  against the reference's; a shape that differs is a bug.
+  against the reference's; a shape that differs is a bug;
+* the largest finite values of a format (``torch.finfo(dtype).min`` and ``.max``) are what
+  models write into attention masks for "never": a reference value equal to one of its own
+  format's extremes stands for the same extreme of the custom module's format, in the inputs
+  it gets and in what it is judged against;
+* a call whose replay meets an operation without an interval rule is not judged: its kind is
+  "inconclusive", and it says which operation (never silently skipped).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 import torch
 
+from ...errors import UnsupportedOperation
 from ...tracking.track import track
 from ..verdict import Verdict, classify
 from .reference import RecordedCall
@@ -50,10 +57,22 @@ def cast_to(dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
 
     def cast(t: torch.Tensor) -> torch.Tensor:
         if t.is_floating_point():
-            return t.to(dtype, copy=True)
+            return as_extremes_of(t, dtype).to(dtype, copy=True)
         return t.clone()
 
     return cast
+
+
+def as_extremes_of(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` with its format's extreme finite values replaced by those of ``dtype`` (module
+    docstring); ``t`` itself when it holds none."""
+    if t.dtype == dtype or not t.is_floating_point() or not dtype.is_floating_point:
+        return t
+    own, other = torch.finfo(t.dtype).max, torch.finfo(dtype).max
+    top, bottom = t == own, t == -own
+    if not (bool(top.any()) or bool(bottom.any())):
+        return t
+    return torch.where(top, other, torch.where(bottom, -other, t))
 
 
 class Replay:
@@ -155,7 +174,8 @@ class Replay:
                     f"{tuple(reference.shape)}"
                 )
                 continue
-            verdict = classify(value, reference, max_resolution=self.max_resolution)
+            expected = as_extremes_of(reference, value.dtype)
+            verdict = classify(value, expected, max_resolution=self.max_resolution)
             into.append((prefix + label, verdict))
 
     def replay(self, call: RecordedCall) -> ModuleCall:
@@ -164,14 +184,19 @@ class Replay:
         cast = cast_to(module_dtype(module, self.input_dtype))
         self.used, self.handed, self.problems = set(), [], []
         outputs: list[tuple[str, Verdict]] = []
-        with torch.no_grad(), track():
-            args = map_tensors(call.args, cast)
-            kwargs = map_tensors(call.kwargs, cast)
-            self.frame = list(call.frame) if self.isolate else None
-            try:
-                output = self.forwards[call.path](*args, **kwargs)
-            finally:
-                self.frame = None
+        unjudged = ""
+        try:
+            with torch.no_grad(), track():
+                args = map_tensors(call.args, cast)
+                kwargs = map_tensors(call.kwargs, cast)
+                self.frame = list(call.frame) if self.isolate else None
+                try:
+                    output = self.forwards[call.path](*args, **kwargs)
+                finally:
+                    self.frame = None
+        except UnsupportedOperation as error:
+            unjudged = f"not judged: {error}"
+        else:
             self._judge(
                 "",
                 floating_leaves(output, "output"),
@@ -188,6 +213,7 @@ class Replay:
             leaf=call.leaf,
             verdicts=tuple(self.handed + outputs),
             problems=tuple(self.problems),
+            unjudged=unjudged,
         )
 
 

@@ -6,7 +6,8 @@ when modules are isolated, the floating inputs it handed to the modules it calle
 
 * ``"bug"`` when one of them is Type-II, or when its calls to other modules do not match the
   reference's (a call the reference never made, a shape that differs): no round-off explains it;
-* ``"inconclusive"`` when none is a bug and one could not separate round-off from a bug;
+* ``"inconclusive"`` when none is a bug and one could not separate round-off from a bug, or
+  when the call could not be judged at all (an operation without an interval rule);
 * ``"exact"`` when every one is exact, ``"close"`` when one had no bounds (rtol/atol only);
 * ``"roundoff"`` otherwise.
 
@@ -45,7 +46,8 @@ def combine(kinds: list[str]) -> str:
 class ModuleCall:
     """One module call, judged. ``verdicts`` pairs each judged tensor's label (``output``,
     ``output[0]``, ``input of blocks.0.mlp: args[0]``) with its verdict; ``problems`` says
-    what did not match the reference structurally (each one makes the call a bug)."""
+    what did not match the reference structurally (each one makes the call a bug);
+    ``unjudged`` why the call could not be judged (it is then inconclusive)."""
 
     index: int
     path: str
@@ -56,12 +58,14 @@ class ModuleCall:
     leaf: bool
     verdicts: tuple[tuple[str, Verdict], ...]
     problems: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    unjudged: str = ""
 
     @property
     def kind(self) -> str:
         kinds = [verdict.kind for _, verdict in self.verdicts]
-        return combine(kinds + ["bug"] * bool(self.problems))
+        return combine(
+            kinds + ["bug"] * bool(self.problems) + ["inconclusive"] * bool(self.unjudged)
+        )
 
     @property
     def name(self) -> str:
@@ -123,7 +127,7 @@ class ModuleCall:
             "resolution": self.resolution,
             "widest": self.widest,
             "problems": list(self.problems),
-            "notes": list(self.notes),
+            "unjudged": self.unjudged or None,
             "verdicts": [{"label": label, **verdict.to_dict()} for label, verdict in self.verdicts],
         }
 
@@ -265,6 +269,8 @@ def _details(call: ModuleCall) -> list[str]:
     """The first failing call: its structural problems, then its failing verdict, indented."""
     lines = [f"{'first bug' if call.kind == 'bug' else 'first inconclusive'}: {call.name}"]
     lines += [f"  problem: {problem}" for problem in call.problems]
+    if call.unjudged:
+        lines.append(f"  {call.unjudged}")
     failing = call.failing
     if failing is not None:
         label, verdict = failing
