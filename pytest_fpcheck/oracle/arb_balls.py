@@ -126,6 +126,8 @@ def _point(value: float) -> arb:
 
 
 _TO_BALL = np.frompyfunc(_point, 1, 1)
+_ARB = np.frompyfunc(arb, 1, 1)
+_REL_BITS = np.frompyfunc(arb.rel_accuracy_bits, 1, 1)
 _FLOAT = np.frompyfunc(float, 1, 1)
 _IS_FINITE = np.frompyfunc(arb.is_finite, 1, 1)
 _IS_EXACT = np.frompyfunc(arb.is_exact, 1, 1)
@@ -141,7 +143,9 @@ def to_balls(values: NDArray[Any]) -> Balls:
     array = np.asarray(values)
     if array.dtype.kind in "iub":
         return array.astype(object)
-    return np.asarray(_TO_BALL(array.astype(np.float64)), dtype=object)
+    exact = array.astype(np.float64)
+    convert = _ARB if np.isfinite(exact).all() else _TO_BALL  # arb(float) is exact
+    return np.asarray(convert(exact), dtype=object)
 
 
 def _as_ball(value: Any) -> Any:
@@ -246,7 +250,7 @@ def compare(a: Any, b: Any, op: str) -> NDArray[np.bool_]:
 
 def _to_matrix(values: Balls) -> arb_mat:
     rows, cols = values.shape
-    return arb_mat(rows, cols, [_as_ball(v) for v in values.ravel().tolist()])
+    return arb_mat(rows, cols, values.ravel().tolist())  # floats and ints enter exactly
 
 
 def _from_matrix(matrix: arb_mat) -> Balls:
@@ -344,7 +348,8 @@ def _round_points(points: Balls) -> NDArray[np.float64]:
     rounded = np.asarray(_FLOAT(points), dtype=np.float64)
     small = np.abs(rounded) < _SMALLEST_NORMAL
     if small.any():
-        rounded[small] = np.asarray(_EXACT_FLOAT(points[small]), dtype=np.float64)
+        middles = np.asarray(_MID(points[small]), dtype=object)
+        rounded[small] = np.asarray(_EXACT_FLOAT(middles), dtype=np.float64)
     return rounded
 
 
@@ -359,6 +364,8 @@ _ENSURE = np.frompyfunc(_ensure, 1, 1)
 
 def _flat_balls(values: Balls) -> Balls:
     array = np.asarray(values, dtype=object).reshape(-1)
+    if all(type(value) is arb for value in array.tolist()):
+        return array
     return np.asarray(_ENSURE(array), dtype=object) if array.size else array
 
 
@@ -369,7 +376,7 @@ def nearest(values: Balls) -> NDArray[np.float64]:
     balls = _flat_balls(values)
     if not balls.size:
         return np.empty(shape)
-    rounded = _round_points(np.asarray(_MID(balls), dtype=object))
+    rounded = _round_points(balls)  # float(arb) rounds the midpoint
     finite = np.asarray(_IS_FINITE(balls), dtype=bool)
     rounded[~finite & np.isfinite(rounded)] = np.nan
     return rounded.reshape(shape)
@@ -417,7 +424,13 @@ _NARROW = np.frompyfunc(_narrow, 2, 1)
 def wide_count(values: Balls, rel_radius: float) -> int:
     """How many balls are wider than ``rel_radius`` (relative) and 2**-1080 (absolute)."""
     bits = math.ceil(-math.log2(rel_radius)) + 1
-    flags = np.asarray(_NARROW(np.asarray(values, dtype=object), bits), dtype=bool)
+    array = _flat_balls(values)
+    if not array.size:
+        return 0
+    suspects = array[np.asarray(_REL_BITS(array), dtype=np.int64) < bits]
+    if not suspects.size:
+        return 0
+    flags = np.asarray(_NARROW(suspects, bits), dtype=bool)
     return int(flags.size - np.count_nonzero(flags))
 
 
