@@ -5,6 +5,8 @@ registry. Nothing here knows a backend; :mod:`pytest_fpcheck.tracking` feeds it.
 * :mod:`.core`: the :class:`Interval` type and the gamma constants;
 * :mod:`.elementwise`: arithmetic, library functions (``ULP_ERRORS``), max/min/where;
 * :mod:`.linalg`: sums and midpoint-radius matrix products;
+* :mod:`.kernels`: the compiled passes behind those rules, one module per rule family;
+* :mod:`.fused`: a-priori bounds of fused multi-term matrix hardware (FTTN);
 * :mod:`.bounds`: :class:`Bounds`, what users receive;
 * :mod:`.registry`: ``register_rule(name, rule)``.
 """
