@@ -11,6 +11,7 @@ exception raised by one of them propagates unchanged, with a note naming the tri
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ def _name(function: Any) -> str:
 
 
 def _check_arguments(
-    custom: Any, reference: Any, inputs: Any, n: Any, seed: Any, alpha: Any
+    custom: Any, reference: Any, inputs: Any, n: Any, seed: Any, alpha: Any, executor: Any
 ) -> None:
     if not callable(custom):
         raise InvalidArgument("custom", custom, "a callable custom(*args) returning its output")
@@ -54,6 +55,13 @@ def _check_arguments(
         or not 0.0 < float(alpha) < 1.0
     ):
         raise InvalidArgument("alpha", alpha, "a number in the open interval (0, 1)")
+    if executor is not None and not isinstance(executor, concurrent.futures.Executor):
+        raise InvalidArgument(
+            "executor",
+            executor,
+            "a concurrent.futures.Executor (a ThreadPoolExecutor, a ProcessPoolExecutor, a dask "
+            "client's get_executor()) or None to run the trials in this process",
+        )
 
 
 def _call(
@@ -68,39 +76,56 @@ def _call(
         raise
 
 
+def _trial(
+    custom: Callable[..., Any],
+    reference: Callable[..., Any],
+    oracle: Callable[..., Any],
+    metric: Metric,
+    args: tuple[Any, ...],
+    trial: int,
+    seed: int,
+) -> tuple[float, float]:
+    """(Delta_c, Delta_r) of one trial."""
+    y_custom = _call(custom, args, "custom implementation", trial, seed)
+    y_reference = _call(reference, args, "reference implementation", trial, seed)
+    y_oracle = _call(oracle, args, "oracle", trial, seed)
+    fmt = output_format(y_custom) if metric.needs_format else _FLOAT64
+    exact = as_float64(y_oracle, f"oracle output on trial {trial}")
+    delta_custom = measure(
+        metric, as_float64(y_custom, f"custom output on trial {trial}"), exact, fmt, "custom", trial
+    )
+    delta_reference = measure(
+        metric,
+        as_float64(y_reference, f"reference output on trial {trial}"),
+        exact,
+        fmt,
+        "reference",
+        trial,
+    )
+    return delta_custom, delta_reference
+
+
 def _run_trials(
     custom: Callable[..., Any],
     reference: Callable[..., Any],
     oracle: Callable[..., Any],
     metric: Metric,
     source: Any,
-    n: int,
     seed: int,
+    executor: concurrent.futures.Executor | None,
 ) -> tuple[np.ndarray[Any, np.dtype[np.float64]], np.ndarray[Any, np.dtype[np.float64]]]:
-    delta_custom = np.empty(n)
-    delta_reference = np.empty(n)
-    for trial, args in enumerate(source):
-        y_custom = _call(custom, args, "custom implementation", trial, seed)
-        y_reference = _call(reference, args, "reference implementation", trial, seed)
-        y_oracle = _call(oracle, args, "oracle", trial, seed)
-        fmt = output_format(y_custom) if metric.needs_format else _FLOAT64
-        exact = as_float64(y_oracle, f"oracle output on trial {trial}")
-        delta_custom[trial] = measure(
-            metric,
-            as_float64(y_custom, f"custom output on trial {trial}"),
-            exact,
-            fmt,
-            "custom",
-            trial,
-        )
-        delta_reference[trial] = measure(
-            metric,
-            as_float64(y_reference, f"reference output on trial {trial}"),
-            exact,
-            fmt,
-            "reference",
-            trial,
-        )
+    """The trials in order, in this process or on ``executor`` (inputs are drawn here, in
+    order, so the result does not depend on where the trials run)."""
+    jobs = (
+        (custom, reference, oracle, metric, args, trial, seed) for trial, args in enumerate(source)
+    )
+    if executor is None:
+        pairs = [_trial(*job) for job in jobs]
+    else:
+        futures = [executor.submit(_trial, *job) for job in jobs]
+        pairs = [future.result() for future in futures]
+    delta_custom = np.array([pair[0] for pair in pairs], dtype=np.float64)
+    delta_reference = np.array([pair[1] for pair in pairs], dtype=np.float64)
     return delta_custom, delta_reference
 
 
@@ -114,6 +139,7 @@ def dual_delta(
     n: int = 1000,
     seed: int = 0,
     alpha: float = 0.01,
+    executor: concurrent.futures.Executor | None = None,
 ) -> DualDeltaResult:
     """Measure the errors of ``custom`` and ``reference`` against ``oracle`` on ``n`` inputs
     and compare the two samples (API.md section 2; Dual-Delta paper, Algorithm 1 and section 4).
@@ -124,14 +150,19 @@ def dual_delta(
     (:mod:`pytest_fpcheck.oracle`). ``metric``: ``"max_hybrid"``, ``"rel_norm"``,
     ``"max_abs"``, ``"max_ulp"`` or a callable (:mod:`~pytest_fpcheck.dualdelta.metrics`).
     The verdicts follow the rule of :mod:`~pytest_fpcheck.dualdelta.statistics` at ``alpha``.
+    ``executor`` (any ``concurrent.futures.Executor``, a dask client's included) runs the
+    trials; the inputs are still drawn here, in order, so the result is the same. With a
+    process pool the implementations, the oracle and the metric must be picklable
+    (module-level functions; ``oracle="fp64"`` builds a closure: pass a module-level oracle or
+    use threads).
     """
-    _check_arguments(custom, reference, inputs, n, seed, alpha)
+    _check_arguments(custom, reference, inputs, n, seed, alpha, executor)
     n, seed, alpha = int(n), int(seed), float(alpha)
     resolved_oracle = resolve_oracle(oracle, reference)
     resolved_metric = resolve_metric(metric)
     source = input_source(inputs, n, seed)
     delta_custom, delta_reference = _run_trials(
-        custom, reference, resolved_oracle, resolved_metric, source, n, seed
+        custom, reference, resolved_oracle, resolved_metric, source, seed, executor
     )
     analysis = analyse(delta_custom, delta_reference, alpha=alpha, seed=seed)
     result = DualDeltaResult(
@@ -166,6 +197,7 @@ def assert_dual_delta(
     n: int = 1000,
     seed: int = 0,
     alpha: float = 0.01,
+    executor: concurrent.futures.Executor | None = None,
 ) -> DualDeltaResult:
     """:func:`dual_delta`, raising :class:`~pytest_fpcheck.errors.DualDeltaFailure` (with the
     summary table) when ``custom`` is significantly less accurate or less stable than
@@ -181,6 +213,7 @@ def assert_dual_delta(
         n=n,
         seed=seed,
         alpha=alpha,
+        executor=executor,
     )
     if result.failed:
         raise DualDeltaFailure(result.failure_message(), result)
