@@ -51,6 +51,12 @@ class FPCheckFixture:
             custom, reference, **self._dual_delta_defaults(kwargs)
         )
 
+    def stochastic_bounds(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fp.stochastic_bounds`` with this test's seed as default (the same samples on every
+        run of the test; the seed is in the verdict)."""
+        kwargs.setdefault("seed", self.seed)
+        return pytest_fpcheck.stochastic_bounds(fn, *args, **kwargs)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in pytest_fpcheck.__all__:
             raise AttributeError(f"the fpcheck fixture has no attribute {name!r}")
