@@ -228,7 +228,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     escaped: BaseException | None = None
     with ExitStack() as stack:
         verdicts = stack.enter_context(collecting())
-        published = stack.enter_context(collecting_results())
         if test_settings.enabled and "torch" in sys.modules:  # nothing to track otherwise
             from .tracking.track import track
 
@@ -237,6 +236,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
                 from .diagnostics.nonfinite import watch_nonfinite
 
                 watch = stack.enter_context(watch_nonfinite())
+        # entered after the plugin's own watch, left before it: what that watch hands to the
+        # sink on leaving is judged by _judge_appearances, not collected as a test's own
+        published = stack.enter_context(collecting_results())
         try:
             outcome = yield
         except (RoundoffMismatch, DualDeltaFailure) as failure:
@@ -308,6 +310,9 @@ def _add_results(
     for kind, result, context in published:
         if kind == "dual_deltas":
             _add_dual_delta(item.config, item.nodeid, result, context)
+        elif kind == "appearances":  # from a watch_nonfinite() of the test's own
+            record = record_of(kind, result, {"watch": "test", **context})
+            _add_entry(item.config, kind, item.nodeid, record)
         else:
             _add_entry(item.config, kind, item.nodeid, record_of(kind, result, context))
 
@@ -379,7 +384,8 @@ def _judge_appearances(item: pytest.Item, watch: Any, mode: str) -> None:
     from .report.records import appearance_record
 
     for event in appeared:
-        _add_entry(item.config, "appearances", item.nodeid, appearance_record(event))
+        record = appearance_record(event, watch="plugin")
+        _add_entry(item.config, "appearances", item.nodeid, record)
     text = "non-finite values appeared in this test:\n" + "\n".join(
         f"  {event.summary()}" for event in appeared
     )

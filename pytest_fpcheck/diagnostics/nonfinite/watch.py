@@ -302,11 +302,16 @@ class Watch(Interposer):
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Leave the block, and hand each appearance to the run report (its sink)."""
         observe.unsubscribe(self)
         try:
             super().__exit__(*exc)
         finally:
             triton_scope.detach()
+        from ...report.sink import publish
+
+        for event in self.appearances():
+            publish("appearances", event)
 
     def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
         func = call.func
