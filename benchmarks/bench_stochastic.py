@@ -1,0 +1,305 @@
+"""Calibration and cost of stochastic arithmetic (issue 21; docs/performance.md records the figures).
+
+Sections (``--section``, default all):
+
+* ``accumulation``: the accumulation model (:mod:`pytest_fpcheck.stochastic.accumulation`)
+  against the addition-level emulation (one stochastic rounding per addition), for several
+  lengths, accumulator formats, term distributions and orders; then the spread the dispatch
+  mode gives ``torch.sum`` and ``torch.mm`` against the emulation of the same computation.
+* ``calibration``: on correct programs, the false Type-II rate of ``classify(out, ref,
+  bounds=stochastic_bounds(...))`` at the default confidence (0.999) over ``--seeds`` seeds (a
+  seed draws the inputs and the stochastic seed), and the ratio of the estimated standard
+  deviation to the actual error's spread over the input draws (RMS over the elements, median
+  and range over the seeds): the soundness campaign's random programs (against their exact
+  mpmath value), an 8-layer bfloat16 MLP and a bfloat16 transformer block (against float64).
+* ``power``: planted bugs (the output of one layer scaled by ``1 + 16u`` and ``1 + 64u``, ``u``
+  bfloat16's unit round-off) in an 8-layer bfloat16 MLP and a 4-block bfloat16 transformer:
+  the fraction of seeds whose verdict is "bug"; beside it, what the rigorous bounds
+  (``fp.track``) and the module-level check (``fp.compare_modules``) say on one draw.
+* ``cost``: ``stochastic_bounds(samples=16)`` against 16 plain runs (the floor), measured in the
+  same process, interleaved, for a small and a large model.
+
+Run: ``python benchmarks/bench_stochastic.py [--section S] [--seeds 200] [--power-seeds 40]``.
+CI runs a slice (tests/stochastic/test_calibration.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+import torch
+
+import pytest_fpcheck as fp
+from pytest_fpcheck import formats as F
+from tests.stochastic.calibration import (
+    emulate_accumulation,
+    mode_spread,
+    model_sigma,
+    verdict_trial,
+)
+from tests.stochastic.models import MLP, Transformer, run_in
+
+BF16_U = 2.0**-8
+
+
+def accumulation(seed: int) -> None:
+    print("## accumulation model / addition-level emulation (std ratio, median over 8 sums)")
+    print("emulation: one stochastic rounding per addition, 200 replicas")
+    rng = np.random.default_rng(seed)
+    print(f"{'accumulator':<10} {'K':>5} {'terms':<8} {'sequential':>10} {'pairwise':>9}")
+    from pytest_fpcheck.stochastic.accumulation import KAPPA
+
+    for name in ("float32", "float16", "bfloat16"):
+        fmt = F.format_of(name)
+        u = fmt.unit_roundoff
+        for k in (16, 128, 1024, 4096):
+            for terms_kind in ("normal", "uniform"):
+                terms = (
+                    rng.standard_normal((8, k)) if terms_kind == "normal" else rng.random((8, k))
+                )
+                terms = F.round_to(terms, fmt)
+                sequential = emulate_accumulation(terms, fmt, "sequential", 200, rng)
+                pairwise = emulate_accumulation(terms, fmt, "pairwise", 200, rng)
+                s, q = terms.sum(-1), np.square(terms).sum(-1)
+                levels = max(int(np.ceil(np.log2(k))) - 2, 0)
+                pair_model = np.sqrt(KAPPA * u * u * (2 * s**2 + levels * q))
+                r_seq = np.median(sequential.std(0, ddof=1) / model_sigma(terms, u))
+                r_pair = np.median(pairwise.std(0, ddof=1) / pair_model)
+                print(f"{name:<10} {k:>5} {terms_kind:<8} {r_seq:>10.3f} {r_pair:>9.3f}")
+    print()
+    print("## the mode's spread / emulation of the same torch operation (median over outputs)")
+    for dtype, k in ((torch.float32, 256), (torch.float32, 2048), (torch.bfloat16, 256)):
+        a = torch.randn(8, k, generator=torch.Generator().manual_seed(seed)).to(dtype)
+        b = torch.randn(k, 4, generator=torch.Generator().manual_seed(seed + 1)).to(dtype)
+        f32 = F.format_of("float32")
+        products = a.double().numpy()[:, None, :] * b.double().numpy().T[None, :, :]
+        emulated = emulate_accumulation(products.reshape(-1, k), f32, "sequential", 200, rng)
+        row = emulate_accumulation(a.double().numpy(), f32, "pairwise", 200, rng)
+        if dtype == torch.bfloat16:  # the float32 accumulator's result, rounded once more
+            bf16 = F.format_of("bfloat16")
+            emulated = np.stack([_sr(e, bf16, rng) for e in emulated])
+            row = np.stack([_sr(e, bf16, rng) for e in row])
+        mm = mode_spread(torch.mm, (a, b), 64, seed).reshape(-1)
+        total = mode_spread(lambda t: t.sum(-1), (a,), 64, seed)
+        print(
+            f"{dtype!s:<15} K={k:<5} mm: {np.median(mm / emulated.std(0, ddof=1)):.3f}"
+            f"   sum: {np.median(total / row.std(0, ddof=1)):.3f}"
+        )
+    print()
+
+
+def _sr(x: np.ndarray, fmt: F.Format, rng: np.random.Generator) -> np.ndarray:
+    down, up = F.round_to(x, fmt, "down"), F.round_to(x, fmt, "up")
+    p = np.where(up > down, (x - down) / np.where(up > down, up - down, 1.0), 0.0)
+    return np.where(rng.random(x.shape) < p, up, down)
+
+
+def _models() -> dict[str, tuple[Any, Any]]:
+    """name -> (run(dtype, x), draw(seed) -> x)."""
+    mlp, block = MLP(width=64, depth=8), Transformer(width=32, heads=4, depth=1)
+    return {
+        "MLP, 8 layers, 16x64, bfloat16": (
+            run_in(mlp),
+            lambda s: torch.randn(16, 64, generator=torch.Generator().manual_seed(s)),
+        ),
+        "transformer block, 2x16x32, bfloat16": (
+            run_in(block),
+            lambda s: torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(s)),
+        ),
+    }
+
+
+def calibration(seeds: int, samples: int) -> None:
+    print(f"## false Type-II rate at confidence 0.999, {seeds} seeds, {samples} samples")
+    for name, (run, draw) in _models().items():
+        start = time.perf_counter()
+        kinds: dict[str, int] = {}
+        ratios = []
+        for s in range(seeds):
+            kind, estimated, actual = verdict_trial(run, draw(1000 + s), torch.bfloat16, s, samples)
+            kinds[kind] = kinds.get(kind, 0) + 1
+            ratios.append(estimated / actual)
+        r = np.array(ratios)
+        print(
+            f"{name}: verdicts {kinds}; false Type-II {kinds.get('bug', 0) / seeds:.2%}; "
+            f"estimated/actual spread median {np.median(r):.2f} (range {r.min():.2f}-{r.max():.2f}) "
+            f"[{time.perf_counter() - start:.0f} s]"
+        )
+    random_programs(seeds, samples)
+    print()
+
+
+def random_programs(count: int, samples: int) -> None:
+    """The soundness campaign's programs, judged against their exact (mpmath) value."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    from tests.tracking.programs import Undefined, exact_to_float, programs, run_exact, run_torch
+
+    tally = {"judged": 0, "bug": 0, "undefined": 0}
+    ratios: list[float] = []
+    start = time.perf_counter()
+
+    @hypothesis_seed(21)
+    @settings(
+        max_examples=count,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(programs())
+    def campaign(program: Any) -> None:
+        try:
+            exact = run_exact(program)
+        except Undefined:
+            tally["undefined"] += 1
+            return
+        down, _ = exact_to_float(exact)
+        fmt = F.format_of(program.dtype)
+        valid = np.isfinite(down) & (np.abs(down) <= fmt.max_finite)
+        if not valid.any():
+            tally["undefined"] += 1
+            return
+        bounds = fp.stochastic_bounds(run_torch, program, samples=samples, seed=tally["judged"])
+        tally["judged"] += 1
+        inside = bounds.contains(down)
+        if not inside[valid].all():
+            tally["bug"] += 1
+        with np.errstate(all="ignore"):
+            actual = np.abs(run_torch(program).double().numpy() - down)[valid]
+        std = bounds.estimate.std[valid]
+        if np.all(np.isfinite(actual)) and actual.max() > 0 and np.all(np.isfinite(std)):
+            ratios.append(float(np.sqrt(np.mean(std**2)) / np.sqrt(np.mean(actual**2))))
+
+    campaign()
+    r = np.array(ratios)
+    print(
+        f"random programs (soundness campaign generator, hypothesis seed 21): {tally['judged']} "
+        f"judged ({tally['undefined']} undefined or beyond range skipped), false Type-II "
+        f"{tally['bug'] / max(tally['judged'], 1):.2%} ({tally['bug']}); estimated/actual spread "
+        f"median {np.median(r):.2f} (quartiles {np.quantile(r, 0.25):.2f}-{np.quantile(r, 0.75):.2f})"
+        f" [{time.perf_counter() - start:.0f} s]"
+    )
+
+
+def power(seeds: int, samples: int) -> None:
+    print(f"## power on planted bugs (one layer's output scaled by 1 + c u), {seeds} seeds")
+    models = {
+        "MLP, 8 layers, 16x64, bfloat16": (
+            MLP(width=64, depth=8),
+            lambda s: torch.randn(16, 64, generator=torch.Generator().manual_seed(s)),
+        ),
+        "transformer, 4 blocks, 2x16x32, bfloat16": (
+            Transformer(width=32, heads=4, depth=4),
+            lambda s: torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(s)),
+        ),
+    }
+    for name, (model, draw) in models.items():
+        run = run_in(model)
+        for c in (0.0, 16.0, 64.0):
+            model.bug = c * BF16_U
+            caught = sum(
+                verdict_trial(run, draw(2000 + s), torch.bfloat16, s, samples)[0] == "bug"
+                for s in range(seeds)
+            )
+            rigorous = _rigorous(run, draw(2000))
+            modules = _modules(model, draw(2000))
+            print(
+                f"{name}, bug {c:g}u: stochastic flags {caught}/{seeds}; rigorous: {rigorous}; "
+                f"module-level: {modules}"
+            )
+        model.bug = 0.0
+    print()
+
+
+def _rigorous(run: Any, x: torch.Tensor) -> str:
+    with torch.no_grad():
+        reference = run(torch.float64, x)
+        with fp.track():
+            out = run(torch.bfloat16, x)
+    verdict = fp.classify(out, reference)
+    return f"{verdict.kind} (median radius {verdict.tightness:.3g} ULP)"
+
+
+def _modules(model: torch.nn.Module, x: torch.Tensor) -> str:
+    try:
+        comparison = fp.compare_modules(
+            model.to(torch.bfloat16), torch.float64, x.to(torch.bfloat16)
+        )
+    except Exception as error:  # the module-level check is young: report, do not stop
+        return f"not run ({type(error).__name__}: {str(error)[:80]})"
+    finally:
+        model.to(torch.float32)
+    first = comparison.first_bug
+    return "no bug" if first is None else f"first bug at {first.path}"
+
+
+def cost(samples: int) -> None:
+    print(f"## cost: stochastic_bounds(samples={samples}) / {samples} plain runs (interleaved)")
+    cases = {
+        "MLP 8x64, batch 16, bfloat16": (MLP(width=64, depth=8), (16, 64)),
+        "MLP 8x1024, batch 256, bfloat16": (MLP(width=1024, depth=8), (256, 1024)),
+        "MLP 8x1024, batch 256, float32": (MLP(width=1024, depth=8), (256, 1024)),
+        "transformer 4 blocks, 4x64x128, bfloat16": (
+            Transformer(width=128, heads=4, depth=4),
+            (4, 64, 128),
+        ),
+    }
+    for name, (model, shape) in cases.items():
+        dtype = torch.float32 if "float32" in name else torch.bfloat16
+        run = run_in(model)
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            run(dtype, x)
+            fp.stochastic_bounds(run, dtype, x, samples=2, seed=0)  # warm (pools, imports)
+            plain, stochastic = [], []
+            for repeat in range(3):
+                start = time.perf_counter()
+                for _ in range(samples):
+                    run(dtype, x)
+                plain.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                fp.stochastic_bounds(run, dtype, x, samples=samples, seed=repeat)
+                stochastic.append(time.perf_counter() - start)
+        floor, spent = min(plain), min(stochastic)
+        print(f"{name}: floor {floor:.3f} s, stochastic {spent:.3f} s, ratio {spent / floor:.2f}")
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--section", choices=["all", "accumulation", "calibration", "power", "cost"], default="all"
+    )
+    parser.add_argument("--seeds", type=int, default=200)
+    parser.add_argument("--power-seeds", type=int, default=40)
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1)
+    options = parser.parse_args()
+    torch.set_num_threads(options.threads)
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch "
+        f"{torch.__version__}, {options.threads} thread(s), load {os.getloadavg()[0]:.1f}"
+    )
+    if options.section in ("all", "accumulation"):
+        accumulation(1)
+    if options.section in ("all", "calibration"):
+        calibration(options.seeds, options.samples)
+    if options.section in ("all", "power"):
+        power(options.power_seeds, options.samples)
+    if options.section in ("all", "cost"):
+        cost(options.samples)
+
+
+if __name__ == "__main__":
+    main()
