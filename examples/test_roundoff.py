@@ -2,7 +2,10 @@
 
 Each test runs the program under test inside ``fp.track()`` (``pytest --fpcheck`` does this for
 every test; the explicit ``with`` keeps the examples self-contained) and compares with a
-reference. ``assert_roundoff_close`` fails only when the difference is more than round-off.
+reference. ``assert_roundoff_close`` fails when the difference is more than round-off, and when
+the enclosure is too wide to tell ("inconclusive": every verdict states its resolution, the
+smallest relative deviation it would have flagged). A whole model's enclosure is often that
+wide; ``fp.compare_modules`` then judges it module by module, where enclosures stay narrow.
 """
 
 import pytest
@@ -25,11 +28,12 @@ def make_mlp(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_half_precision_mlp_is_roundoff_although_allclose_fails(dtype):
-    """A float16/bfloat16 MLP against the same MLP in float32: allclose fails, yet every
-    difference is round-off (Type-I)."""
-    low = make_mlp(dtype)
-    reference = make_mlp(torch.float32)
+def test_half_precision_layer_is_roundoff_although_allclose_fails(dtype):
+    """One float16/bfloat16 layer against the same layer in float32: allclose fails, yet every
+    difference is round-off (Type-I), from an enclosure that would have flagged a relative
+    error of a few percent."""
+    low = make_mlp(dtype)[:2]
+    reference = make_mlp(torch.float32)[:2]
     reference.load_state_dict({k: v.float() for k, v in low.state_dict().items()})
     x = torch.randn(32, 64).to(dtype)
     with fp.track():
@@ -39,6 +43,25 @@ def test_half_precision_mlp_is_roundoff_although_allclose_fails(dtype):
     verdict = fp.assert_roundoff_close(out, expected)
     assert verdict.kind == "roundoff"
     assert verdict.two_sided  # both runs were tracked: their enclosures must intersect
+    assert verdict.resolution < 0.05
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_mlp_is_judged_module_by_module(dtype):
+    """Three layers deep, the enclosure of the MLP's output is too wide to tell round-off from
+    a bug (its resolution is worse than 0.1): the verdict is 'inconclusive', not 'roundoff'.
+    Module by module, each layer runs on the reference's inputs and is round-off."""
+    low = make_mlp(dtype)
+    x = torch.randn(32, 64).to(dtype)
+    with fp.track():
+        out = low(x)
+    expected = make_mlp(torch.float64)
+    expected.load_state_dict({k: v.double() for k, v in low.state_dict().items()})
+    verdict = fp.classify(out, expected(x.double()))
+    assert verdict.kind == "inconclusive"
+    assert verdict.resolution > 0.1
+    comparison = fp.assert_modules_roundoff_close(low, torch.float64, x)
+    assert [call.kind for call in comparison.calls] == ["roundoff"] * 6
 
 
 class Block(torch.nn.Module):
@@ -64,7 +87,10 @@ class Block(torch.nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-def test_bfloat16_transformer_block_is_roundoff():
+def test_bfloat16_transformer_block_is_checked_module_by_module():
+    """End to end, a bfloat16 block's enclosure is about 15 times its values: it could not
+    reject a factor of 2, so the verdict is 'inconclusive' (it was 'roundoff' before issue 20,
+    a verdict that could not have failed). Module by module, every call is round-off."""
     torch.manual_seed(0)
     block = Block()
     low = Block().to(torch.bfloat16)
@@ -75,7 +101,12 @@ def test_bfloat16_transformer_block_is_roundoff():
         out = low(x)
         expected = block(x.float())
     assert not torch.allclose(out.float(), expected, rtol=1.6e-2, atol=1e-5)
-    assert fp.assert_roundoff_close(out, expected).kind == "roundoff"
+    verdict = fp.assert_roundoff_close(out, expected, accept_inconclusive=True)
+    assert verdict.kind == "inconclusive"
+    assert verdict.resolved.factor2 < 0.5  # most elements could not reject a factor of 2
+    comparison = fp.assert_modules_roundoff_close(low, block, x)
+    assert comparison.kind == "roundoff"
+    assert all(call.resolution < 0.05 for call in comparison.calls)
 
 
 def layer_norm_unbiased(x, eps=1e-5):

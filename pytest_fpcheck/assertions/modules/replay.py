@@ -206,7 +206,7 @@ class Replay:
         return ModuleCall(
             index=call.index,
             path=call.path,
-            module_class=call.module_class,
+            module_class=type(module).__name__,
             occurrence=call.occurrence,
             parent=call.parent,
             depth=call.depth,
