@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest_plugins = ["pytester"]
+
+
+def checked_report(path: Path) -> dict[str, Any]:
+    """A report the run wrote, checked against docs/report-schema.json."""
+    import json
+
+    import jsonschema
+
+    from pytest_fpcheck.report import read_document
+
+    schema = json.loads((Path(__file__).parents[1] / "docs/report-schema.json").read_text())
+    document = read_document(path)
+    jsonschema.validate(document, schema)
+    return document
 
 
 def test_header_shows_the_numeric_environment(pytester: pytest.Pytester) -> None:
@@ -362,17 +377,16 @@ def test_fpcheck_tracks_tests_and_summarises_verdicts(pytester: pytest.Pytester)
     result.stdout.fnmatch_lines(
         [
             "*= fpcheck: round-off verdicts =*",
-            "verdict           outside dtype            radius  test",
-            "bug                 4 / 4 float32               0  test_tracked.py::test_planted_bug",
-            "roundoff          0 / 128 float16             0.5  test_tracked.py::test_half_matmul",
+            "verdict              outside dtype            radius  test",
+            "bug                    4 / 4 float32               0  test_tracked.py::test_planted_bug",
+            "roundoff             0 / 128 float16             0.5  test_tracked.py::test_half_matmul",
             "radius: median radius of the round-off enclosure, in ULPs of the result's format",
             "2 verdicts: 1 bug, 1 roundoff",
         ]
     )
-    import json
 
-    document = json.loads(report.read_text())
-    assert document["schema"] == {"name": "pytest-fpcheck-report", "version": 2}
+    document = checked_report(report)
+    assert document["schema"] == {"name": "pytest-fpcheck-report", "version": 3}
     assert document["counts"]["verdicts"] == {"bug": 1, "roundoff": 1}
     assert document["run"]["workers"] == 0
     assert {v["test"] for v in document["verdicts"]} == {
@@ -467,9 +481,8 @@ def test_dual_delta_marker_expands_params_and_fails_worse_implementations(
     assert outcomes["failed"] == 2  # the naive loop and the float16 sum are both less accurate
     assert outcomes["passed"] == 1
     result.stdout.fnmatch_lines(["*DualDeltaFailure*", "*= fpcheck: dual-delta comparisons =*"])
-    import json
 
-    entries = json.loads(report.read_text())["dual_deltas"]
+    entries = checked_report(report)["dual_deltas"]
     assert len(entries) == 3
     assert {e["accuracy"] for e in entries} == {"equivalent", "custom_less_accurate"}
     for entry in entries:
@@ -567,9 +580,8 @@ def test_nonfinite_warn_is_the_default_under_fpcheck(pytester: pytest.Pytester) 
             "1 appearance: 1 nan",
         ]
     )
-    import json
 
-    entries = json.loads(report.read_text())["appearances"]
+    entries = checked_report(report)["appearances"]
     assert [(e["test"], e["kind"], e["op"], e["count"]) for e in entries] == [
         ("test_nf.py::test_hidden", "nan", "aten.sqrt", 1)
     ]
