@@ -78,14 +78,20 @@ def _name(function: Any) -> str:
 
 
 def _torch_evaluation(
-    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    checked: bool = False,
 ) -> Evaluation:
+    """One evaluation in :class:`ArbMode`; unchecked first, and checked (naming the operation
+    that made a ball non-finite) when a result is not finite although every input is."""
     import torch
     from torch.utils._pytree import tree_flatten
 
     from .arb_torch import ArbMode
 
-    mode = ArbMode()
+    mode = ArbMode(checked=checked)
     with mode:
         result = function(*args, **kwargs)
     leaves, structure = tree_flatten(result)
@@ -97,8 +103,21 @@ def _torch_evaluation(
             f"values are returned, and this one returned {describe_value(result)}",
         )
     values = [np.asarray(mode.values_of(t), dtype=object) for t in leaves]
+    if not checked and not all(map(balls.all_finite, values)) and _finite_inputs((args, kwargs)):
+        return _torch_evaluation(function, args, kwargs, checked=True)
     float64 = [t.detach().cpu().to(torch.float64).numpy() for t in leaves]
     return Evaluation(values, float64, structure, ctx.prec)
+
+
+def _finite_inputs(value: Any) -> bool:
+    """Whether every floating tensor in ``value`` (at any depth) is finite."""
+    if is_torch_tensor(value):
+        return not value.is_floating_point() or bool(value.isfinite().all())
+    if isinstance(value, (tuple, list)):
+        return all(_finite_inputs(item) for item in value)
+    if isinstance(value, dict):
+        return all(_finite_inputs(item) for item in value.values())
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def _numpy_evaluation(

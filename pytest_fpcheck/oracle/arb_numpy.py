@@ -126,6 +126,11 @@ def _wrap(value: Any) -> Any:
     return np.asarray(value, dtype=object).view(BallArray)
 
 
+def _masked(kwargs: Mapping[str, Any]) -> bool:
+    """Whether a reduction has ``initial=`` or ``where=`` (then NumPy's own loop runs it)."""
+    return kwargs.get("initial") is not None or kwargs.get("where", True) is not True
+
+
 def _refuse(name: str) -> UnsupportedOracleOperation:
     return UnsupportedOracleOperation(
         _ORACLE,
@@ -148,7 +153,7 @@ class BallArray(np.ndarray):
             result = ufunc(*operands, **kwargs)
         elif method == "__call__" and ufunc in _CALLS:
             result = _CALLS[ufunc](*operands)
-        elif method == "reduce" and ufunc in _REDUCTIONS:
+        elif method == "reduce" and ufunc in _REDUCTIONS and not _masked(kwargs):
             axis = kwargs.get("axis", 0)
             result = _REDUCTIONS[ufunc](operands[0], axis, bool(kwargs.get("keepdims", False)))
         elif method in ("reduce", "accumulate") and ufunc in (np.multiply, np.add):

@@ -30,7 +30,9 @@ Anything else that takes a floating tensor raises
 :class:`~pytest_fpcheck.oracle.unsupported.UnsupportedOracleOperation` naming the ATen operation
 (the mpmath oracle may support it: ``oracle="mpmath"``). An operation whose finite operand balls
 give a non-finite ball raises :class:`~pytest_fpcheck.oracle.arb_balls.Imprecise`, and the
-evaluation is retried at a higher precision (:mod:`.arb_balls`).
+evaluation is retried at a higher precision (:mod:`.arb_balls`). That check costs a pass over
+every result, so the oracle first runs unchecked and runs checked only when a result ball of
+finite inputs is not finite (:class:`ArbMode`'s ``checked``).
 """
 
 from __future__ import annotations
@@ -403,5 +405,14 @@ class ArbMode(ShadowMode):  # type: ignore[no-untyped-call]
     def scalar(self, value: float) -> Any:
         return balls.to_balls(np.asarray(value))[()]
 
+    def __init__(self, *, checked: bool = True) -> None:
+        super().__init__()
+        self.checked = checked
+
     def check(self, func: torch._ops.OpOverload, operands: Sequence[Any], values: Values) -> None:
-        balls.check_finite(str(func), operands, values)
+        """With ``checked``, a non-finite ball from finite operands stops the evaluation there
+        (:func:`~pytest_fpcheck.oracle.arb_balls.check_finite`, naming the operation);
+        without, it flows on as the enclosure it is (every later ball still encloses its exact
+        value), and the caller re-runs checked only if a result is not finite."""
+        if self.checked:
+            balls.check_finite(str(func), operands, values)

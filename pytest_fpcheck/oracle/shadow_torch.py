@@ -77,6 +77,19 @@ MOVEMENT = frozenset(
 )
 
 
+# movement that returns its first argument's values in the same order and shape
+_SAME_VALUES = frozenset(
+    {
+        aten.clone,
+        aten.detach,
+        aten.alias,
+        aten.lift_fresh,
+        aten.lift_fresh_copy,
+        aten._to_copy,
+    }
+)
+
+
 def is_inexact(value: Any) -> bool:
     """Whether ``value`` is a floating or complex tensor."""
     return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
@@ -146,6 +159,8 @@ class ShadowMode(Float64Mode):  # type: ignore[no-untyped-call]
         new_args, new_kwargs = promote_call(func, args, kwargs)
         if packet in self.rules:
             shadows = self._compute(func, new_args, new_kwargs)
+        elif packet in _SAME_VALUES and isinstance(new_args[0], torch.Tensor):
+            shadows = [self.values_of(new_args[0])]  # shadows are never written in place
         else:
             shadows = self._move(func, new_args, new_kwargs)
         result = func(*new_args, **new_kwargs)
