@@ -26,6 +26,7 @@ CI runs a slice (tests/stochastic/test_calibration.py).
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import platform
 import sys
@@ -125,7 +126,9 @@ def calibration(seeds: int, samples: int) -> None:
         kinds: dict[str, int] = {}
         ratios = []
         for s in range(seeds):
-            kind, estimated, actual = verdict_trial(run, draw(1000 + s), torch.bfloat16, s, samples)
+            kind, estimated, actual = verdict_trial(
+                run, run, draw(1000 + s), torch.bfloat16, s, samples
+            )
             kinds[kind] = kinds.get(kind, 0) + 1
             ratios.append(estimated / actual)
         r = np.array(ratios)
@@ -205,29 +208,30 @@ def power(seeds: int, samples: int) -> None:
         ),
     }
     for name, (model, draw) in models.items():
-        run = run_in(model)
-        for c in (0.0, 16.0, 64.0):
-            model.bug = c * BF16_U
+        reference = run_in(model)
+        for c in (16.0, 64.0):
+            buggy = copy.deepcopy(model)
+            buggy.bug = c * BF16_U
+            run = run_in(buggy)
             caught = sum(
-                verdict_trial(run, draw(2000 + s), torch.bfloat16, s, samples)[0] == "bug"
+                verdict_trial(run, reference, draw(2000 + s), torch.bfloat16, s, samples)[0]
+                == "bug"
                 for s in range(seeds)
             )
-            rigorous = _rigorous(run, draw(2000))
-            modules = _modules(model, draw(2000))
+            x = draw(2000)
             print(
-                f"{name}, bug {c:g}u: stochastic flags {caught}/{seeds}; rigorous: {rigorous}; "
-                f"module-level: {modules}"
+                f"{name}, bug {c:g}u: stochastic flags {caught}/{seeds}; rigorous: "
+                f"{_rigorous(run, reference, x)}; module-level: {_modules(buggy, x)}"
             )
-        model.bug = 0.0
     print()
 
 
-def _rigorous(run: Any, x: torch.Tensor) -> str:
+def _rigorous(run: Any, reference: Any, x: torch.Tensor) -> str:
     with torch.no_grad():
-        reference = run(torch.float64, x)
+        expected = reference(torch.float64, x)
         with fp.track():
             out = run(torch.bfloat16, x)
-    verdict = fp.classify(out, reference)
+    verdict = fp.classify(out, expected)
     return f"{verdict.kind} (median radius {verdict.tightness:.3g} ULP)"
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..formats import FORMATS, Format
 from .accumulation import accumulation_sigma
@@ -176,6 +176,61 @@ def _widen_float32(value: Any) -> Any:
     return value
 
 
+_DESCRIPTIONS: dict[Any, tuple[str, bool, bool]] = {}
+
+
+def _describe(func: torch._ops.OpOverload) -> tuple[str, bool, bool]:
+    """(functional packet name, whether it passes unrounded, whether it is mutable), once per
+    overload."""
+    description = _DESCRIPTIONS.get(func)
+    if description is None:
+        functional = f"{func.namespace}.{func._opname}".removesuffix("_")
+        schema = func._schema
+        passes = (
+            functional in EXACT
+            or (functional.endswith("_copy") and functional != "aten._to_copy")
+            or func.is_view
+            or (not schema.is_mutable and any(r.alias_info is not None for r in schema.returns))
+        )
+        description = (functional, passes, schema.is_mutable)
+        _DESCRIPTIONS[func] = description
+    return description
+
+
+def _leaves(values: tuple[Any, ...] | list[Any]) -> list[Any]:
+    """The arguments, with lists and tuples of them (``cat``'s tensors) opened."""
+    leaves: list[Any] = []
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            leaves.extend(_leaves(value))
+        else:
+            leaves.append(value)
+    return leaves
+
+
+def _map(function: Callable[[Any], Any], value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map(function, item) for item in value)
+    return function(value)
+
+
+def _map_arguments(
+    function: Callable[[Any], Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return _map(function, args), {name: _map(function, v) for name, v in kwargs.items()}
+
+
+def _results(out: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
+    """An operation's results as a flat list, and how to put a list back in their shape."""
+    if isinstance(out, torch.Tensor):
+        return [out], lambda leaves: leaves[0]
+    if isinstance(out, (tuple, list)) and not any(isinstance(o, (tuple, list)) for o in out):
+        kind = type(out)
+        return list(out), lambda leaves: kind(leaves)
+    leaves, spec = tree_flatten(out)
+    return leaves, lambda new: tree_unflatten(new, spec)
+
+
 def _signature(flat: list[Any]) -> tuple[Any, ...]:
     return tuple(
         v.dtype if isinstance(v, torch.Tensor) else (v if isinstance(v, torch.dtype) else type(v))
@@ -201,18 +256,10 @@ class StochasticMode(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        packet = f"{func.namespace}.{func._opname}"
-        functional = packet.removesuffix("_")
-        schema = func._schema
-        if (
-            functional in EXACT
-            or (functional.endswith("_copy") and functional != "aten._to_copy")
-            or func.is_view
-            or (not schema.is_mutable and any(r.alias_info is not None for r in schema.returns))
-            or (functional == "aten.index_put" and not _accumulate(args, kwargs))
-        ):
+        functional, passes, mutable = _describe(func)
+        if passes or (functional == "aten.index_put" and not _accumulate(args, kwargs)):
             return func(*args, **kwargs)
-        flat, _ = tree_flatten((args, kwargs))
+        flat = _leaves(args) + _leaves(tuple(kwargs.values()))
         floating = [v for v in flat if isinstance(v, torch.Tensor) and v.dtype in _FORMATS]
         if not floating:
             return func(*args, **kwargs)
@@ -222,38 +269,34 @@ class StochasticMode(TorchDispatchMode):
             # the wider run first: it works on copies, the plain run may modify the operands
             wide, wide_args, wide_kwargs = None, args, kwargs
             if functional in _EXACT_IN_FLOAT64 and any(v.dtype == torch.float32 for v in floating):
-                wide_args, wide_kwargs = tree_map(_widen_float32, (args, kwargs))
+                wide_args, wide_kwargs = _map_arguments(_widen_float32, args, kwargs)
                 wide = func(*wide_args, **wide_kwargs)
             out = func(*args, **kwargs)
             return self._round_outputs(
-                out,
-                out if wide is None else wide,
-                functional,
-                wide_args,
-                wide_kwargs,
-                schema.is_mutable,
+                out, out if wide is None else wide, functional, wide_args, wide_kwargs, mutable
             )
-        if schema.is_mutable:
-            wide_args, wide_kwargs = tree_map(_widen, (args, kwargs))  # copies
+        if mutable:
+            wide_args, wide_kwargs = _map_arguments(_widen, args, kwargs)  # copies
             wide = func(*wide_args, **wide_kwargs)
             out = func(*args, **kwargs)
             return self._round_outputs(out, wide, functional, wide_args, wide_kwargs, True)
         targets = self._target_dtypes(func, flat, args, kwargs)
-        wide_args, wide_kwargs = tree_map(_widen, (args, kwargs))
+        wide_args, wide_kwargs = _map_arguments(_widen, args, kwargs)
         try:
             wide = func(*wide_args, **wide_kwargs)
         except RuntimeError:
             # a kernel that insists on its operand types: its own result, perturbed
             out = func(*args, **kwargs)
             return self._round_outputs(out, out, functional, args, kwargs, False)
-        leaves, spec = tree_flatten(wide)
-        rounded = [
-            self._round(leaf, target, functional, wide_args, wide_kwargs)
-            if isinstance(leaf, torch.Tensor) and target is not None
-            else leaf
-            for leaf, target in zip(leaves, targets, strict=True)
-        ]
-        return tree_unflatten(rounded, spec)
+        leaves, rebuild = _results(wide)
+        return rebuild(
+            [
+                self._round(leaf, target, functional, wide_args, wide_kwargs)
+                if isinstance(leaf, torch.Tensor) and target is not None
+                else leaf
+                for leaf, target in zip(leaves, targets, strict=True)
+            ]
+        )
 
     def _target_dtypes(
         self,
@@ -267,7 +310,7 @@ class StochasticMode(TorchDispatchMode):
         key = (func, _signature(flat))
         dtypes = self._dtypes.get(key)
         if dtypes is None:
-            leaves, _ = tree_flatten(func(*args, **kwargs))
+            leaves, _ = _results(func(*args, **kwargs))
             dtypes = [leaf.dtype if isinstance(leaf, torch.Tensor) else None for leaf in leaves]
             self._dtypes[key] = dtypes
         return dtypes
@@ -309,8 +352,8 @@ class StochasticMode(TorchDispatchMode):
     ) -> Any:
         """Round each floating result of ``out`` from its counterpart in ``wide``; results of an
         in-place or ``out=`` operation are overwritten, others replaced."""
-        leaves, spec = tree_flatten(out)
-        wide_leaves, _ = tree_flatten(wide)
+        leaves, rebuild = _results(out)
+        wide_leaves, _ = _results(wide)
         rounded = []
         for leaf, wide_leaf in zip(leaves, wide_leaves, strict=True):
             if not isinstance(leaf, torch.Tensor) or leaf.dtype not in _FORMATS:
@@ -322,7 +365,7 @@ class StochasticMode(TorchDispatchMode):
                 rounded.append(leaf)
             else:
                 rounded.append(value)
-        return tree_unflatten(rounded, spec)
+        return rebuild(rounded)
 
     def _convert(
         self,

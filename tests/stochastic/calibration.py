@@ -75,6 +75,7 @@ def mode_spread(
 
 def verdict_trial(
     run: Callable[[torch.dtype, torch.Tensor], torch.Tensor],
+    reference: Callable[[torch.dtype, torch.Tensor], torch.Tensor],
     x: torch.Tensor,
     dtype: torch.dtype,
     seed: int,
@@ -82,12 +83,13 @@ def verdict_trial(
     confidence: float = 0.999,
 ) -> tuple[str, float, float]:
     """(verdict kind, RMS of the estimated standard deviation, RMS of the actual error) of
-    ``run(dtype, x)`` against ``run(torch.float64, x)`` with stochastic bounds of ``seed``."""
+    ``run(dtype, x)`` against ``reference(torch.float64, x)`` with stochastic bounds of
+    ``seed``."""
     with torch.no_grad():
-        reference = run(torch.float64, x)
+        expected = reference(torch.float64, x)
         out = run(dtype, x)
     bounds = stochastic_bounds(run, dtype, x, samples=samples, confidence=confidence, seed=seed)
-    verdict = fp.classify(out, reference, bounds=bounds)
-    error = (out.double() - reference).numpy()
+    verdict = fp.classify(out, expected, bounds=bounds)
+    error = (out.double() - expected).numpy()
     estimated = math.sqrt(float(np.mean(np.square(bounds.estimate.std))))
     return verdict.kind, estimated, math.sqrt(float(np.mean(np.square(error))))
