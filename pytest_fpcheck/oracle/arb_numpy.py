@@ -157,6 +157,8 @@ class BallArray(np.ndarray):
             axis = kwargs.get("axis", 0)
             result = _REDUCTIONS[ufunc](operands[0], axis, bool(kwargs.get("keepdims", False)))
         elif method in ("reduce", "accumulate") and ufunc in (np.multiply, np.add):
+            if method == "reduce" and kwargs.get("initial") is None:
+                kwargs["initial"] = 1 if ufunc is np.multiply else 0  # object loops have none
             result = getattr(ufunc, method)(*operands, **kwargs)
         else:
             name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")

@@ -367,3 +367,12 @@ def test_a_function_returning_no_tensor_is_refused() -> None:
     )
     with pytest.raises(InvalidArgument, match=re.escape(message)):
         fp.exact_reference(lambda t: (t * 2, "done")[1], torch.ones(2))
+
+
+def test_numpy_reductions_with_initial_or_where_run_in_numpys_loop() -> None:
+    x = np.array([1.0, 1e-20, -1.0, 5.0])
+    mask = np.array([True, True, True, False])
+    assert arb_oracle(lambda v: np.sum(v, where=mask))(x) == 1e-20
+    assert arb_oracle(lambda v: np.sum(v, initial=2.0**-80))(x) == 5.0 + 1e-20 + 2.0**-80
+    # a masked maximum has no arb rule: the mpmath oracle evaluates it
+    assert arb_oracle(lambda v: np.max(v, where=mask, initial=0.0) * 1.0)(x) == 1.0
