@@ -105,7 +105,14 @@ class Kind:
 
 # -- verdicts ------------------------------------------------------------------------------------
 
-_VERDICT_RANK = {"bug": 0, "close": 1, "roundoff": 2, "expected-bug": 3, "exact": 4}
+_VERDICT_RANK = {
+    "bug": 0,
+    "inconclusive": 1,
+    "close": 2,
+    "roundoff": 3,
+    "expected-bug": 4,
+    "exact": 5,
+}
 
 
 def verdict_status(record: Record) -> str:

@@ -5,8 +5,8 @@ expected value lies outside the enclosure of the computed one).
 A plot helps where a number cannot tell the story: a bug (which elements lie outside, and by
 how much more than their radius) and a loose round-off enclosure (how far below its radius
 every error sits). Only those verdicts get points, so a run of ten thousand tight verdicts
-stays small. At most :data:`POINTS` elements are kept, outside ones first (the worst among
-them), each side sampled evenly over the array; values keep three significant digits, all a
+stays small. At most :data:`POINTS` elements are kept, half outside (the worst among them) and
+half inside unless one side has fewer, each side sampled evenly over the array; values keep three significant digits, all a
 log-log plot needs.
 """
 
@@ -74,13 +74,14 @@ def element_points(
         else:
             inside = contains(bounds.lo.ravel(), bounds.hi.ravel(), e)
     shown = np.isfinite(distance) & np.isfinite(radius)
-    outside = np.flatnonzero(shown & ~inside)
-    picked = _evenly(outside, POINTS // 2)
+    outside, within = np.flatnonzero(shown & ~inside), np.flatnonzero(shown & inside)
+    room = POINTS - min(within.size, POINTS // 2)  # half each, unless one side has fewer
+    picked = _evenly(outside, room)
     if verdict.worst_index is not None and verdict.shape:
         worst = int(np.ravel_multi_index(verdict.worst_index, verdict.shape))
         if shown[worst] and worst not in picked:
-            picked = np.append(picked[: POINTS // 2 - 1], worst)
-    rest = _evenly(np.flatnonzero(shown & inside), POINTS - picked.size)
+            picked = np.append(picked[: room - 1], worst)
+    rest = _evenly(within, POINTS - picked.size)
     return [
         [_three_digits(radius[i]), _three_digits(distance[i]), int(not inside[i])]
         for i in np.sort(np.concatenate([picked, rest]))
