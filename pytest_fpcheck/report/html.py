@@ -891,7 +891,9 @@ def page_data(document: Mapping[str, Any], folder: Path | None = None) -> dict[s
 def _packed(value: Any) -> str:
     """JSON, gzip-compressed (the same bytes for the same value: no time stamp), base64."""
     text = json.dumps(value, separators=(",", ":"), allow_nan=False)
-    return base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode(
+        "ascii"
+    )
 
 
 def unpack(text: str) -> Any:
