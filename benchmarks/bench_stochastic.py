@@ -221,7 +221,7 @@ def power(seeds: int, samples: int) -> None:
             x = draw(2000)
             print(
                 f"{name}, bug {c:g}u: stochastic flags {caught}/{seeds}; rigorous: "
-                f"{_rigorous(run, reference, x)}; module-level: {_modules(buggy, x)}"
+                f"{_rigorous(run, reference, x)}; module-level: {_modules(buggy, model, x)}"
             )
     print()
 
@@ -232,20 +232,24 @@ def _rigorous(run: Any, reference: Any, x: torch.Tensor) -> str:
         with fp.track():
             out = run(torch.bfloat16, x)
     verdict = fp.classify(out, expected)
-    return f"{verdict.kind} (median radius {verdict.tightness:.3g} ULP)"
+    radius = "unbounded" if verdict.tightness is None else f"{verdict.tightness:.3g} ULP"
+    return f"{verdict.kind} (median radius {radius})"
 
 
-def _modules(model: torch.nn.Module, x: torch.Tensor) -> str:
+def _modules(buggy: torch.nn.Module, correct: torch.nn.Module, x: torch.Tensor) -> str:
+    """The buggy bfloat16 model judged module by module against the correct one in float64."""
+    custom = copy.deepcopy(buggy).to(torch.bfloat16).requires_grad_(False)
+    reference = copy.deepcopy(correct).to(torch.float64).requires_grad_(False)
     try:
-        comparison = fp.compare_modules(
-            model.to(torch.bfloat16), torch.float64, x.to(torch.bfloat16)
-        )
+        with torch.no_grad():
+            comparison = fp.compare_modules(custom, reference, x.to(torch.bfloat16))
     except Exception as error:  # the module-level check is young: report, do not stop
         return f"not run ({type(error).__name__}: {str(error)[:80]})"
-    finally:
-        model.to(torch.float32)
     first = comparison.first_bug
-    return "no bug" if first is None else f"first bug at {first.path}"
+    kinds = [call.kind for call in comparison.calls]
+    top = kinds[0] if kinds else "no calls"
+    found = "no bug" if first is None else f"first bug at {first.path}"
+    return f"{found} (whole model: {top})"
 
 
 def cost(samples: int) -> None:

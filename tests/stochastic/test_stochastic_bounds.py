@@ -217,3 +217,11 @@ def test_a_result_that_is_no_floating_tensor_is_rejected() -> None:
     )
     with pytest.raises(InvalidArgument, match=re.escape(message)):
         stochastic_bounds(count, torch.ones(2), samples=2, seed=0)
+
+
+def test_an_outer_tracker_does_not_see_the_randomly_rounded_runs() -> None:
+    with fp.track() as tracker:
+        inside = stochastic_bounds(torch.exp, torch.linspace(0, 1, 8), samples=3, seed=0)
+    assert tracker.ops == 0
+    outside = stochastic_bounds(torch.exp, torch.linspace(0, 1, 8), samples=3, seed=0)
+    assert np.array_equal(inside.lo, outside.lo)
