@@ -74,23 +74,24 @@ def sample(
     mode = StochasticMode(SampleRandom(Pools.of(seed), seed, index))
     # the dispatch modes active outside (tracking under ``pytest --fpcheck``, a non-finite
     # watch) do not see the randomly rounded runs
-    with _disable_current_modes(), mode:
-        out = fn(*args, **kwargs)
-    leaves, structure = tree_flatten(out)
-    values, dtypes = [], []
-    for position, leaf in enumerate(leaves):
-        if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
-            raise InvalidArgument(
-                "fn",
-                fn,
-                "a callable returning a floating tensor or a tuple, list or dict of them",
-                hint=f"Its result's leaf {position} is {type(leaf).__name__}"
-                + (f" of dtype {leaf.dtype}" if isinstance(leaf, torch.Tensor) else "")
-                + ".",
-            )
-        with torch.no_grad():
-            values.append(leaf.detach().to("cpu", torch.float64).numpy().copy())
-        dtypes.append(str(leaf.dtype).removeprefix("torch."))
+    with _disable_current_modes():
+        with mode:
+            out = fn(*args, **kwargs)
+        leaves, structure = tree_flatten(out)
+        values, dtypes = [], []
+        for position, leaf in enumerate(leaves):
+            if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
+                raise InvalidArgument(
+                    "fn",
+                    fn,
+                    "a callable returning a floating tensor or a tuple, list or dict of them",
+                    hint=f"Its result's leaf {position} is {type(leaf).__name__}"
+                    + (f" of dtype {leaf.dtype}" if isinstance(leaf, torch.Tensor) else "")
+                    + ".",
+                )
+            with torch.no_grad():
+                values.append(leaf.detach().to("cpu", torch.float64).numpy().copy())
+            dtypes.append(str(leaf.dtype).removeprefix("torch."))
     return Sample(tuple(values), tuple(dtypes), treespec_dumps(structure), mode.ops)
 
 
