@@ -22,8 +22,10 @@ Supported operations on floating tensors, each enclosing the mathematically exac
 * reductions: sum and mean (as products with a column of ones), amax, amin, max, min, var and
   std (with any correction);
 * normalisations and attention: softmax, log_softmax, the masked-row-safe softmax of scaled dot
-  product attention (_safe_softmax), native_layer_norm (layer norm; RMS norm arrives as its
-  pow / mean / rsqrt / mul steps);
+  product attention (_safe_softmax), the fused CPU attention kernel
+  (_scaled_dot_product_flash_attention_for_cpu: output and log-sum-exp, the default scale
+  1/sqrt(E) taken exactly, additive masks (-inf included), causal), native_layer_norm (layer norm; RMS
+  norm arrives as its pow / mean / rsqrt / mul steps);
 * data movement, exact: the list of :mod:`.shadow_torch`, and embedding.
 
 Anything else that takes a floating tensor raises
@@ -58,6 +60,7 @@ aten = torch.ops.aten
 Values = Any  # a NumPy object array of flint.arb (bool / Python int arrays for other tensors)
 _IS_ZERO = np.frompyfunc(arb.is_zero, 1, 1)
 _ZERO = np.asarray(arb(0), dtype=object)
+_NEG_INF = np.asarray(arb.neg_inf(), dtype=object)
 
 
 def _alpha(kwargs: Mapping[str, Any]) -> Any:
@@ -170,20 +173,20 @@ def _gelu(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Values:
     return x * (1 + balls.UNARY["erf"](x / arb(2).sqrt())) / 2
 
 
-def _shifted_exp(x: Values, dim: int) -> tuple[Values, Values]:
-    """exp(x - c) with c the row maximum rounded to float64 (softmax is shift-invariant, and a
-    point shift adds no width), and c."""
+def _shifted_exp(x: Values, dim: int) -> tuple[Values, Values, Values]:
+    """exp(x - c), x - c and c, with c the row maximum rounded to float64 (softmax is
+    shift-invariant, and a point shift adds no width)."""
     rows_max = balls.nearest(balls.reduce_maximum(x, dim, True))
     shift = balls.to_balls(np.where(np.isfinite(rows_max), rows_max, 0.0))
     shifted = x - shift
-    return balls.UNARY["exp"](shifted), shifted
+    return balls.UNARY["exp"](shifted), shifted, shift
 
 
 def _softmax(safe: bool) -> Rule:
     def rule(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Values:
         x = np.asarray(args[0], dtype=object)
         dim = args[1] % x.ndim
-        exps, _ = _shifted_exp(x, dim)
+        exps, _, _ = _shifted_exp(x, dim)
         total = balls.sum_axes(exps, dim, True)
         if safe:
             empty = np.asarray(_IS_ZERO(total), dtype=bool)
@@ -196,7 +199,7 @@ def _softmax(safe: bool) -> Rule:
 def _log_softmax(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Values:
     x = np.asarray(args[0], dtype=object)
     dim = args[1] % x.ndim
-    exps, shifted = _shifted_exp(x, dim)
+    exps, shifted, _ = _shifted_exp(x, dim)
     return shifted - balls.UNARY["log"](balls.sum_axes(exps, dim, True))
 
 
@@ -215,6 +218,36 @@ def _layer_norm(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Values,
     if bias is not None:
         out = out + bias
     return out, mean, rstd
+
+
+def _flash_attention(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Values, Values]:
+    """softmax(q k^T * scale + mask) v and the rows' log-sum-exp, the scale 1/sqrt(E) exactly
+    unless given."""
+    query, key, value = (np.asarray(a, dtype=object) for a in args[:3])
+    dropout = _argument(args, kwargs, 3, "dropout_p")  # a ball: Python floats become balls
+    if dropout is not None and not (
+        dropout.is_zero() if isinstance(dropout, arb) else dropout == 0
+    ):
+        raise UnsupportedOracleOperation(
+            _ORACLE,
+            "aten._scaled_dot_product_flash_attention_for_cpu(dropout_p > 0)",
+            "dropout draws random numbers, which have no exact value",
+            "Evaluate the reference with dropout_p=0 (model.eval()), or pass oracle='fp64'",
+        )
+    scale = kwargs.get("scale")
+    scale = arb(query.shape[-1]).rsqrt() if scale is None else scale
+    scores = balls.matmul(query, np.swapaxes(key, -1, -2)) * scale
+    mask = kwargs.get("attn_mask")  # additive: the kernel takes masks in the query's dtype
+    if mask is not None:
+        scores = scores + mask
+    if _argument(args, kwargs, 4, "is_causal"):
+        rows, cols = scores.shape[-2:]
+        scores = np.where(np.tri(rows, cols, 0, dtype=bool), scores, _NEG_INF)
+    exps, _, shift = _shifted_exp(scores, scores.ndim - 1)
+    total = balls.sum_axes(exps, scores.ndim - 1, True)
+    out = balls.matmul(exps / total, value)
+    logsumexp = shift + balls.UNARY["log"](total)
+    return out, logsumexp[..., 0]
 
 
 def _scaled_sum(beta: Any, added: Any, alpha: Any, product: Values) -> Values:
@@ -378,6 +411,7 @@ _RULES: dict[Any, Rule] = {
     aten._safe_softmax: _softmax(safe=True),
     aten._log_softmax: _log_softmax,
     aten.native_layer_norm: _layer_norm,
+    aten._scaled_dot_product_flash_attention_for_cpu: _flash_attention,
     aten.copy_: lambda a, k: np.broadcast_to(a[1], np.shape(a[0])).copy(),
     aten.fill_: _fill,
     aten.zero_: lambda a, k: np.full(np.shape(a[0]), arb(0), dtype=object),

@@ -376,3 +376,39 @@ def test_numpy_reductions_with_initial_or_where_run_in_numpys_loop() -> None:
     assert arb_oracle(lambda v: np.sum(v, initial=2.0**-80))(x) == 5.0 + 1e-20 + 2.0**-80
     # a masked maximum has no arb rule: the mpmath oracle evaluates it
     assert arb_oracle(lambda v: np.max(v, where=mask, initial=0.0) * 1.0)(x) == 1.0
+
+
+@pytest.mark.parametrize("mask", ["causal", "additive"])
+def test_fused_cpu_attention_matches_mpmath_at_100_digits(mask: str) -> None:
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 1, 3, 2, generator=gen, dtype=torch.float64) for _ in range(3))
+    bias = torch.randn(3, 3, generator=gen, dtype=torch.float64)
+    bias[0, 1] = bias[2, 0] = -math.inf
+    options: dict[str, Any] = {"causal": {"is_causal": True}, "additive": {"attn_mask": bias}}[mask]
+
+    def reference(q: Any, k: Any, v: Any) -> Any:
+        out, logsumexp = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, **options
+        )
+        return torch.cat([out[0, 0], logsumexp[0, 0, :, None]], dim=1)
+
+    with mpmath.workdps(100):
+        Q, K, V = ([mp(row) for row in t[0, 0]] for t in (q, k, v))
+        expected = []
+        for i in range(3):
+            scores = []
+            for j in range(3):
+                score = mpmath.fsum(a * b for a, b in zip(Q[i], K[j], strict=True)) / mpmath.sqrt(2)
+                if (mask == "causal" and j > i) or (mask == "additive" and bias[i, j] == -math.inf):
+                    continue
+                scores.append(
+                    (j, score + (mpmath.mpf(float(bias[i, j])) if mask == "additive" else 0))
+                )
+            weights = softmax_mp([s for _, s in scores])
+            row = [
+                mpmath.fsum(w * V[j][c] for (j, _), w in zip(scores, weights, strict=True))
+                for c in range(2)
+            ]
+            row.append(mpmath.log(mpmath.fsum(mpmath.exp(s) for _, s in scores)))
+            expected.append([float(e) for e in row])
+    np.testing.assert_array_equal(arb_oracle(reference)(q, k, v), np.array(expected))
