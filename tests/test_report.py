@@ -832,25 +832,38 @@ def test_a_verdicts_details_say_its_numbers_in_words(tmp_path: Path) -> None:
     assert "Other fields" not in block  # every field of Verdict.to_dict() has its part
 
 
-def test_a_loose_round_off_carries_a_warning_and_an_unknown_kind_its_fields() -> None:
+def test_loose_and_inconclusive_verdicts_carry_a_warning_and_every_field_shows() -> None:
     report = RunReport()
     report.add_verdict(
         "t.py::test_loose", verdict("roundoff", dtype="bfloat16", tightness_ulps=1.03e5)
     )
-    report.add_verdict("t.py::test_new", verdict("inconclusive", outside=0, resolution=2.5))
+    reason = "the median resolution 3.2 is worse than max_resolution = 0.1"
+    report.add_verdict(
+        "t.py::test_wide",
+        verdict("inconclusive", outside=0, resolution=3.2, inconclusive_reason=reason),
+    )
+    report.add_verdict("t.py::test_new", verdict("a-later-kind", outside=0, speed=2.5))
     _, page = page_of(report)
     rows = {row[3]: row for row in page.rows()["verdicts"]}
-    assert rows["t.py::test_loose"][1] == 2
-    index = rows["t.py::test_loose"][2]
-    assert page.data["verdicts"]["warnings"][str(index)].startswith(
+    assert [row[3] for row in page.rows()["verdicts"]][:2] == [
+        "t.py::test_wide",
+        "t.py::test_loose",
+    ]
+    assert (rows["t.py::test_loose"][1], rows["t.py::test_wide"][1]) == (2, 2)
+    warnings = page.data["verdicts"]["warnings"]
+    assert warnings[str(rows["t.py::test_loose"][2])].startswith(
         "loose enclosure: median radius 1.03e+05 ULP"
     )
-    assert '<div class="warning">&#9888; loose enclosure' in details_of(
-        page, "verdicts", "t.py::test_loose"
-    )
-    new = details_of(page, "verdicts", "t.py::test_new")
-    assert "<h4>Other fields</h4>" in new
-    assert "<th>resolution (smallest relative deviation it would flag)</th><td>2.5</td>" in new
+    assert warnings[str(rows["t.py::test_wide"][2])] == f"inconclusive: {reason}"
+    loose = details_of(page, "verdicts", "t.py::test_loose")
+    assert '<div class="warning">&#9888; loose enclosure' in loose
+    wide = details_of(page, "verdicts", "t.py::test_wide")
+    assert "Inconclusive: at the 128 elements (16x8) of float16, the enclosure is too wide" in wide
+    assert f'<div class="warning">&#9888; inconclusive: {reason}</div>' in wide
+    assert "<th>resolution (smallest relative deviation it would flag)</th><td>3.2</td>" in wide
+    new = details_of(page, "verdicts", "t.py::test_new")  # the default parts, every field
+    assert "a-later-kind: 0 of 128 elements outside." in new
+    assert "<h4>Other fields</h4><table><tr><th>speed</th><td>2.5</td></tr></table>" in new
 
 
 def test_many_entries_keep_their_details_in_the_data() -> None:

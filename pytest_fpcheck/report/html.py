@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
-from .kinds import KINDS, OUTCOMES, TESTS, Kind, number, shape_text
+from .kinds import KINDS, OUTCOMES, TESTS, Kind, number, shape_text, verdict_warning
 
 __all__ = [
     "LABELS",
@@ -77,6 +77,11 @@ LABELS: dict[str, str] = {
     "nonfinite_mismatches": "NaN/Inf positions differing",
     "caught": "caught by the test (pytest.raises)",
     "resolution": "resolution (smallest relative deviation it would flag)",
+    "factor2_fraction": "share of elements whose enclosure rejects a factor 2",
+    "unbounded": "elements with an unbounded enclosure",
+    "max_resolution": "resolution threshold (max_resolution)",
+    "inconclusive_reason": "why inconclusive",
+    "widest": "widest operation",
     "outcome": "outcome",
     "duration": "duration (s)",
     "reason": "reason",
@@ -141,7 +146,7 @@ pre { background: var(--head); padding: 0.5rem; overflow-x: auto; margin: 0.3rem
 .status { font-weight: 600; }
 .s-bug, .s-failed, .s-error, .s-xpassed, .s-custom_less_accurate, .s-nan, .s-inf, .s-div0,
 .s-not-isolated { color: var(--bug); }
-.s-close, .s-custom_less_stable, .s-subnormal { color: var(--warn); }
+.s-close, .s-inconclusive, .s-custom_less_stable, .s-subnormal { color: var(--warn); }
 .s-expected-bug, .s-xfailed, .s-skipped { color: var(--info); }
 .s-roundoff, .s-exact, .s-passed, .s-equivalent, .s-custom_more_accurate { color: var(--ok); }
 .mark { color: var(--warn); font-weight: 700; }
@@ -517,6 +522,11 @@ def _headline(entry: Mapping[str, Any], links: _Links) -> str:
         )
     elif kind == "exact":
         text = f"Exact: actual equals expected at all {compared}."
+    elif kind == "inconclusive":
+        text = (
+            f"Inconclusive: at the {compared}, the enclosure is too wide to separate round-off "
+            f"from a bug."
+        )
     else:
         text = f"{escape(kind)}: {outside} of {total} elements outside."
     if entry.get("caught"):
@@ -525,9 +535,7 @@ def _headline(entry: Mapping[str, Any], links: _Links) -> str:
 
 
 def _warning(entry: Mapping[str, Any], links: _Links) -> str:
-    from .kinds import VERDICTS
-
-    text = VERDICTS.warning(entry) if VERDICTS.warning is not None else ""
+    text = verdict_warning(entry)
     return f'<div class="warning">&#9888; {escape(text)}</div>' if text else ""
 
 
@@ -657,6 +665,7 @@ _SHOWN = frozenset(
         "kind", "outside", "total", "dtype", "shape", "two_sided", "fallback", "caught",
         "tightness_ulps", "worst", "worst_index", "worst_excess", "offenders", "points",
         "allclose", "allclose_passed", "provenance", "provenance_sites", "notes",
+        "inconclusive_reason",
     }
 )  # fmt: skip
 

@@ -27,6 +27,7 @@ __all__ = [
     "number",
     "shape_text",
     "verdict_status",
+    "verdict_warning",
 ]
 
 Record = Mapping[str, Any]
@@ -143,6 +144,15 @@ def loose_warning(record: Record) -> str:
     )
 
 
+def verdict_warning(record: Record) -> str:
+    """What a reader of a verdict must be warned of: why it is inconclusive (API section 9), or
+    a loose enclosure (:func:`loose_warning`); "" for neither."""
+    if record.get("kind") == "inconclusive":
+        reason = record.get("inconclusive_reason")
+        return f"inconclusive: {reason}" if reason else "inconclusive: the enclosure could not tell"
+    return loose_warning(record)
+
+
 def _outside(record: Record) -> str:
     return f"{record.get('outside', '?')} / {record.get('total', '?')}"
 
@@ -174,8 +184,8 @@ VERDICTS = Kind(
         Column("allclose", _allclose, 8, show="wide"),
     ),
     note="radius: median radius of the round-off enclosure, in ULPs of the result's format",
-    subline=loose_warning,
-    warning=loose_warning,
+    subline=verdict_warning,
+    warning=verdict_warning,
     texts=("provenance",),
 )
 

@@ -3,8 +3,8 @@ per element, outside elements marked (RENDER, section III-A: an element is a bug
 expected value lies outside the enclosure of the computed one).
 
 A plot helps where a number cannot tell the story: a bug (which elements lie outside, and by
-how much more than their radius) and a loose round-off enclosure (how far below its radius
-every error sits). Only those verdicts get points, so a run of ten thousand tight verdicts
+how much more than their radius), an inconclusive verdict and a loose round-off enclosure (how
+far below its radius every error sits). Only those verdicts get points, so a run of ten thousand tight verdicts
 stays small. At most :data:`POINTS` elements are kept, half outside (the worst among them) and
 half inside unless one side has fewer, each side sampled evenly over the array; values keep three significant digits, all a
 log-log plot needs.
@@ -22,6 +22,8 @@ __all__ = ["POINTS", "element_points"]
 
 #: elements a verdict's plot shows at most
 POINTS = 48
+#: the verdict kinds whose elements are always plotted (a round-off one only when loose)
+_PLOTTED = ("bug", "inconclusive")
 
 
 def _evenly(indices: np.ndarray, count: int) -> np.ndarray:
@@ -44,14 +46,14 @@ def element_points(
     expected_bounds: Any = None,
 ) -> list[list[float]] | None:
     """``[[radius, |actual - expected|, outside], ...]`` (``outside`` 1 or 0) of the elements
-    of a bug or loose verdict (module docstring), with the bounds the verdict used (the
+    of a bug, inconclusive or loose verdict (module docstring), with the bounds the verdict used (the
     recorded ones unless given); None for any other verdict."""
     record = {
         "kind": verdict.kind,
         "dtype": verdict.format.name,
         "tightness_ulps": verdict.tightness,
     }
-    if verdict.fallback or not (verdict.kind == "bug" or loose_warning(record)):
+    if verdict.fallback or not (verdict.kind in _PLOTTED or loose_warning(record)):
         return None
     from ..adapters import as_float64
     from ..assertions.verdict import recorded_bounds
