@@ -17,7 +17,7 @@ from .programs import Undefined, exact_to_float, programs, run_exact, run_torch 
 
 
 def check_program(program) -> None:
-    with fp.track():
+    with fp.track(strict=True):  # an operation without a rule must fail here, not be a gap
         out = run_torch(program)
     bounds = fp.bounds_of(out)
     assert bounds is not None, program

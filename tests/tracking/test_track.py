@@ -72,7 +72,7 @@ def test_operation_without_a_rule_is_never_silently_skipped() -> None:
                 "no interval rule for operation 'aten._fft_r2c.default' at test_track.py:"
             ),
         ) as info,
-        fp.track(),
+        fp.track(strict=True),
     ):
         torch.fft.rfft(x)
     assert "register one with pytest_fpcheck.interval.register_rule(op_name, rule)" in str(

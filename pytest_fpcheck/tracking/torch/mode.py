@@ -4,16 +4,24 @@
 records an enclosure of each floating result beside its storage (:mod:`..core.store`): a
 substitute (:mod:`.substitutes`) or a composite operation's decomposition runs through the
 tracker itself; any other operation is bounded by its rule from the registry (:mod:`.rules`,
-given a :class:`~.context.RuleContext`). Views need no rule; an operation with a floating operand
-and no rule raises ``UnsupportedOperation``. Where an input may be NaN the operation is re-run on
-NaN markers so that NaN propagates as PyTorch propagates it. The tracker subscribes to the
-Triton instrumentation (:mod:`..core.observe`) for the block, so kernels launched in it are
-bounded too.
+given a :class:`~.context.RuleContext`). Views need no rule, nor does integer or boolean work on
+exact operands. The tracker subscribes to the Triton instrumentation (:mod:`..core.observe`) for
+the block, so kernels launched in it are bounded too.
+
+The promise (issue 17): tracking observes and never changes what the program computes. Each
+operation runs exactly once, as PyTorch runs it (the values and the random stream are those of
+an untracked run); rules only read. An operation with a floating operand and no rule, or one
+whose bounding fails inside this package, is a *gap* (:mod:`..core.gaps`): its floating results
+get the whole line, with a note naming it, and the tracker counts it; under ``strict=True`` it
+raises instead (``UnsupportedOperation``, or the internal error itself). Where an input may be
+NaN (its enclosure is the whole line), the output elements that may depend on it become the
+whole line too, by the operation's dependence structure (:mod:`.nan`), without running anything.
 """
 
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -27,6 +35,7 @@ from ...interval.bounds import Bounds, Provenance
 from ...interval.core import Interval
 from ...interval.kernels import summary
 from ...interval.registry import lookup
+from ..core import gaps as _gaps
 from ..core import observe
 from ..core.interpose import Interposer, OpCall
 from ..core.policy import SumBound
@@ -34,6 +43,7 @@ from ..core.store import STORE, Record
 from ..triton import scope as triton_scope
 from . import rules as _rules  # noqa: F401  (registers the rules)
 from .context import RuleContext
+from .nan import propagate as _propagate_nan
 from .substitutes import SUBSTITUTES
 
 __all__ = ["MODES", "Tracker", "tensors"]
@@ -57,8 +67,9 @@ def _storage_ids(values: list[torch.Tensor]) -> set[int]:
 
 
 class Tracker(Interposer):
-    """The dispatch mode behind :func:`~pytest_fpcheck.tracking.track.track`. ``mode``, ``order`` and ``ops`` (how many
-    operations it bounded) are public."""
+    """The dispatch mode behind :func:`~pytest_fpcheck.tracking.track.track`. ``mode``,
+    ``order``, ``strict``, ``ops`` (how many operations it bounded) and ``gaps`` (what it could
+    not bound, by operation and reason: :class:`~..core.gaps.Gap`) are public."""
 
     def __init__(
         self,
@@ -67,8 +78,11 @@ class Tracker(Interposer):
         order: Any = None,
         assume: Mapping[Any, Any] | None = None,
         matmul_model: Any = None,
+        strict: bool = False,
     ) -> None:
         super().__init__()
+        if not isinstance(strict, bool):
+            raise InvalidArgument("strict", strict, "True or False")
         if mode not in MODES:
             raise InvalidArgument("mode", mode, f"one of {', '.join(map(repr, MODES))}")
         if order is not None and not (hasattr(order, "n") and hasattr(order, "error_factor")):
@@ -77,7 +91,10 @@ class Tracker(Interposer):
         self.order = order
         self.sums = SumBound(mode, order, _matmul_models(matmul_model))
         self.assume = dict(assume or {})
+        self.strict = strict
         self.ops = 0
+        self.gaps: dict[tuple[str, str], _gaps.Gap] = {}
+        self._depth = 0  # how many times the block is entered (substitutes re-enter it)
         for tensor, bounds in self.assume.items():
             if not is_torch_tensor(tensor):
                 raise InvalidArgument("assume", tensor, "a mapping from torch tensors to Bounds")
@@ -110,6 +127,16 @@ class Tracker(Interposer):
         self.ops += 1
 
     def __enter__(self) -> Tracker:
+        if self._depth == 0:
+            self.gaps = {}
+        self._depth += 1
+        try:
+            return self._enter()
+        except BaseException:
+            self._depth -= 1
+            raise
+
+    def _enter(self) -> Tracker:
         triton_scope.attach()
         try:
             super().__enter__()
@@ -133,8 +160,73 @@ class Tracker(Interposer):
             super().__exit__(*exc)
         finally:
             triton_scope.detach()
+            self._depth -= 1
+            if self._depth == 0:
+                _gaps.hand_over(self.gaps.values())
 
     def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
+        """Run the operation once and bound it; a gap (module docstring) instead of raising
+        unless ``strict``. An error the operation itself raises reaches the caller unchanged."""
+        if self.strict:
+            return self._bound(call, run)
+        ran: list[Any] = []
+
+        def run_once() -> Any:
+            try:
+                out = run()
+            except BaseException as error:
+                error._fpcheck_raised_by_operation = True  # type: ignore[attr-defined]
+                raise
+            ran.append(out)
+            return out
+
+        try:
+            return self._bound(call, run_once)
+        except Exception as error:
+            if getattr(error, "_fpcheck_raised_by_operation", False):
+                raise  # the program's own error (a shape mismatch, say): not tracking's
+            out = ran[0] if ran else run_once()
+            self._gap(call, out, error)
+            return out
+
+    def _gap(self, call: OpCall, out: Any, error: Exception) -> None:
+        """Record an operation tracking could not bound: the whole line for its floating
+        results, with a note; counted in :attr:`gaps`."""
+        unsupported = isinstance(error, UnsupportedOperation)
+        reason = _gaps.NO_RULE if unsupported else _gaps.INTERNAL_FAILURE
+        key = (call.name, reason)
+        gap = self.gaps.get(key)
+        if gap is None:
+            gap = self.gaps[key] = _gaps.Gap(
+                op=call.name,
+                reason=reason,
+                count=0,
+                site=call.site,
+                source=call.source,
+                message=str(error) if unsupported else f"{type(error).__name__}: {error}",
+                traceback="" if unsupported else "".join(traceback.format_exception(error)),
+            )
+        gap.count += 1
+        provenance = Provenance().merge(site=call.site, widening=np.inf)
+        for tensor in tensors(out):
+            if dtype_format(tensor.dtype) is None:
+                continue  # integers and booleans: the values the program observed
+            shape = tuple(tensor.shape)
+            try:
+                STORE.write(
+                    tensor,
+                    Interval(np.full(shape, -np.inf), np.full(shape, np.inf)),
+                    provenance=provenance,
+                    mode=self.mode,
+                    notes=(gap.note(),),
+                    in_place=call.func._schema.is_mutable,
+                    owned=True,
+                )
+            except Exception:  # a tensor the store cannot hold bounds for: no stale ones
+                with contextlib.suppress(Exception):
+                    STORE.forget(tensor)
+
+    def _bound(self, call: OpCall, run: Callable[[], Any]) -> Any:
         substitute = SUBSTITUTES.get(call.packet)
         if substitute is not None:
             with self.reentered():
@@ -160,11 +252,18 @@ class Tracker(Interposer):
             return out
         if not mutable and _storage_ids(outputs) <= _storage_ids(inputs):
             return out  # a view: its bounds already live beside the storage
-        tracked = any(r is not None for _, r in records)
+        if torch.Tag.inplace_view in call.func.tags:
+            return out  # transpose_, unsqueeze_, ...: new sizes over the same storage
+        tracked = any(r is not None and r.max_radius > 0 for _, r in records)
         floating_in = any(dtype_format(t.dtype) is not None for t in inputs)
+        floating_out = any(dtype_format(t.dtype) is not None for t in outputs)
+        if not tracked and not floating_in and (rule is None or not floating_out):
+            # a factory, or integer and boolean work on exact operands: exact, nothing to bound
+            for t in outputs:
+                if STORE.has_record(t):
+                    STORE.forget(t)  # overwritten in place by exact values
+            return out
         if rule is None:
-            if not tracked and not floating_in:
-                return out  # a factory or an integer operation on exact inputs
             raise UnsupportedOperation(call.name, where=call.location or None)
         ctx = RuleContext(call, out, self.sums, snapshot)
         ctx.notes.extend(stale_notes)
@@ -172,7 +271,7 @@ class Tracker(Interposer):
         if any(r is not None and r.unbounded for _, r in records) or any(
             _unbounded(i) for i in snapshot.values()
         ):
-            result = _propagate_nan(ctx, inputs, result)
+            result = _propagate_nan(ctx, inputs, outputs, result)
         self.ops += 1
         self._record(ctx, outputs, result, [r for _, r in records if r is not None], mutable)
         return out
@@ -242,43 +341,6 @@ def _unbounded(interval: Interval) -> bool:
     return not interval.is_point and bool(
         (np.isneginf(interval.lo) & np.isposinf(interval.hi)).any()
     )
-
-
-def _propagate_nan(ctx: RuleContext, inputs: list[torch.Tensor], result: Any) -> Any:
-    """Where an input element may be NaN (its enclosure is the whole line), run the operation
-    itself on NaN markers (float64 copies with NaN there) and make every output element the
-    operation turns into NaN the whole line too: NaN propagates exactly as PyTorch does it."""
-    markers: dict[int, torch.Tensor] = {}
-    for t in inputs:
-        if dtype_format(t.dtype) is None or id(t) in markers:
-            continue
-        enclosure = ctx.interval(t)
-        values = np.array(ctx.values(t), dtype=np.float64)
-        values = np.broadcast_to(values, enclosure.shape).copy()
-        values[np.isneginf(enclosure.lo) & np.isposinf(enclosure.hi)] = np.nan
-        markers[id(t)] = torch.from_numpy(values)
-
-    def swap(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return markers.get(id(value), value)
-        if isinstance(value, (list, tuple)):
-            return type(value)(swap(v) for v in value)
-        return value
-
-    kwargs = {k: swap(v) for k, v in ctx.kwargs.items() if k != "out"}
-    with internal(), torch.no_grad():
-        marked = ctx.call.func(*swap(ctx.args), **kwargs)
-    intervals = list(result) if isinstance(result, (tuple, list)) else [result]
-    for position, output in enumerate(tensors(marked)[: len(intervals)]):
-        interval = intervals[position]
-        if interval is None or dtype_format(output.dtype) is None:
-            continue
-        nan = np.isnan(output.to(torch.float64).numpy())
-        if nan.any():
-            lo = np.where(nan, -np.inf, np.broadcast_to(interval.lo, nan.shape))
-            hi = np.where(nan, np.inf, np.broadcast_to(interval.hi, nan.shape))
-            intervals[position] = Interval(lo, hi)
-    return tuple(intervals)
 
 
 def _snapshot(t: torch.Tensor, record: Record | None) -> Interval:
