@@ -122,6 +122,39 @@ PROBE = {
 TREE = {"n": 4, "fanout": 2, "depth": 2, "dtype": "float32", "text": "pairwise over 4 terms"}
 
 
+def _call(index: int, name: str, depth: int, kind: str, outside: int) -> dict[str, Any]:
+    return {
+        "index": index,
+        "name": name,
+        "module_class": name.rsplit(".", 1)[-1].title(),
+        "depth": depth,
+        "leaf": depth > 0,
+        "kind": kind,
+        "outside": outside,
+        "total": 64,
+        "resolution": 0.01,
+        "widest": "aten.mm at model.py:3",
+        "problems": [],
+        "unjudged": None,
+    }
+
+
+MODULES = {
+    "kind": "bug",
+    "reference": "torch.float64",
+    "isolate": True,
+    "leaves_only": False,
+    "max_resolution": 0.1,
+    "counts": {"exact": 0, "roundoff": 1, "close": 0, "inconclusive": 0, "bug": 2},
+    "first_bug": "Block.norm",
+    "calls": [
+        _call(0, "Block", 0, "bug", 60),
+        _call(1, "Block.norm", 1, "bug", 60),
+        _call(2, "Block.fc", 1, "roundoff", 0),
+    ],
+}
+
+
 def full_report() -> RunReport:
     report = RunReport()
     report.add_verdict("t.py::test_half", verdict("roundoff"))
@@ -131,6 +164,7 @@ def full_report() -> RunReport:
     report.add_isolation("t.py::test_iso", ISOLATION)
     report.add_probe("t.py::test_probe", PROBE)
     report.add_tree("t.py::test_tree", TREE)
+    report.add("modules", "t.py::test_modules", MODULES)
     return report
 
 
@@ -142,6 +176,7 @@ def test_each_add_method_fills_its_kind_with_the_test_id() -> None:
     assert [kind.key for kind in KINDS] == list(report.entries)
     assert {key: [e["test"] for e in entries] for key, entries in report.entries.items()} == {
         "verdicts": ["t.py::test_half", "t.py::test_bug"],
+        "modules": ["t.py::test_modules"],
         "appearances": ["t.py::test_nan"],
         "dual_deltas": ["t.py::test_dd"],
         "isolations": ["t.py::test_iso"],
@@ -149,7 +184,7 @@ def test_each_add_method_fills_its_kind_with_the_test_id() -> None:
         "trees": ["t.py::test_tree"],
     }
     assert report.entries["trees"][0] == {"test": "t.py::test_tree", **TREE}
-    assert len(report) == 7
+    assert len(report) == 8
 
 
 @pytest.mark.parametrize(
@@ -176,7 +211,7 @@ def test_each_add_method_fills_its_kind_with_the_test_id() -> None:
         ),
         (
             lambda r: r.add("bugs", "t.py::x", {}),
-            "kind='bugs' (type str) is not valid: expected one of verdicts, appearances, "
+            "kind='bugs' (type str) is not valid: expected one of verdicts, modules, appearances, "
             "dual_deltas, isolations, probes, trees.",
         ),
     ],
@@ -195,6 +230,7 @@ def test_json_document_schema_counts_and_non_finite_numbers() -> None:
     assert document["settings"] == SETTINGS
     assert document["counts"] == {
         "verdicts": {"bug": 1, "roundoff": 1},
+        "modules": {"bug": 1},
         "appearances": {"nan": 1},
         "dual_deltas": {"custom_less_accurate": 1},
         "isolations": {"isolated": 1},
@@ -252,7 +288,7 @@ def test_a_part_holds_plain_values_that_execnet_can_carry() -> None:
         (
             {"bugs": []},
             "part={'bugs': []} (type dict) is not valid: expected a dict of entry lists by kind "
-            "(verdicts, appearances, dual_deltas, isolations, probes, trees).",
+            "(verdicts, modules, appearances, dual_deltas, isolations, probes, trees).",
         ),
         (
             {"trees": [TREE]},
@@ -328,6 +364,7 @@ def test_every_kind_fits_100_columns_and_cuts_long_ids_from_the_left() -> None:
     long_id = "tests/kernels/test_attention.py::test_flash_attention[" + "x" * 120 + "-tail]"
     for kind, record in [
         ("verdicts", verdict("bug")),
+        ("modules", MODULES),
         ("dual_deltas", dual_delta()),
         ("appearances", {**APPEARANCE, "source_line": "y = " + "z" * 200}),
         ("isolations", ISOLATION),
@@ -579,7 +616,7 @@ def test_publish_refuses_an_unknown_kind() -> None:
     with pytest.raises(
         InvalidArgument,
         match=re.escape(
-            "kind='order' (type str) is not valid: expected one of verdicts, appearances, "
+            "kind='order' (type str) is not valid: expected one of verdicts, modules, appearances, "
             "dual_deltas, isolations, probes, trees."
         ),
     ):
@@ -648,6 +685,7 @@ def test_page_is_self_contained_and_every_row_links_to_its_details(tmp_path: Pat
     assert {key: len(rows) for key, rows in page.rows().items()} == {
         "tests": 1,
         "verdicts": 2,
+        "modules": 1,
         "appearances": 1,
         "dual_deltas": 2,
         "isolations": 1,
@@ -864,6 +902,32 @@ def test_loose_and_inconclusive_verdicts_carry_a_warning_and_every_field_shows()
     new = details_of(page, "verdicts", "t.py::test_new")  # the default parts, every field
     assert "a-later-kind: 0 of 128 elements outside." in new
     assert "<h4>Other fields</h4><table><tr><th>speed</th><td>2.5</td></tr></table>" in new
+
+
+def test_a_module_comparison_lists_its_calls_the_first_bug_highlighted() -> None:
+    report = RunReport()
+    report.add("modules", "t.py::test_modules", MODULES)
+    [(title, lines)] = sections(report.entries, width=100, wide=False)
+    assert (title, lines[:2]) == (
+        "module-by-module comparisons",
+        [
+            "verdict      calls first bug                     test",
+            "bug              3 Block.norm                    t.py::test_modules",
+        ],
+    )
+    assert lines[-1] == "1 module comparison: 1 bug"
+    _, page = page_of(report)
+    block = details_of(page, "modules", "t.py::test_modules")
+    jsonschema.validate(page.document, REPORT_SCHEMA)
+    assert (
+        "3 module calls judged against torch.float64: 1 roundoff, 2 bug. The first bug (the "
+        "earliest with no bug nested in it): <b>Block.norm</b>." in block
+    )
+    assert block.count('<tr class="first-bug">') == 1
+    assert (
+        '<tr class="first-bug"><td>1</td><td><span style="padding-left:1em">Block.norm</span>'
+        '</td><td>Norm</td><td><span class="status s-bug">bug</span></td><td>60 / 64</td>' in block
+    )
 
 
 def test_many_entries_keep_their_details_in_the_data() -> None:

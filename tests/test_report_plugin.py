@@ -103,6 +103,7 @@ def test_two_xdist_workers_give_the_serial_report(pytester: pytest.Pytester) -> 
     assert _entries(pytester.path / "parallel.json") == expected
     assert expected["counts"] == {
         "verdicts": {"close": 8, "expected-bug": 1},
+        "modules": {},
         "appearances": {},
         "dual_deltas": {"custom_less_accurate": 1},
         "isolations": {},

@@ -82,6 +82,11 @@ LABELS: dict[str, str] = {
     "max_resolution": "resolution threshold (max_resolution)",
     "inconclusive_reason": "why inconclusive",
     "widest": "widest operation",
+    "module": "module call",
+    "module_class": "module class",
+    "call": "call number",
+    "label": "tensor",
+    "first_bug": "first bug",
     "outcome": "outcome",
     "duration": "duration (s)",
     "reason": "reason",
@@ -159,6 +164,7 @@ details.entry[open] { background: #fbfcfd; }
 details.entry:target { outline: 2px solid #0969da; }
 details.entry summary { cursor: pointer; }
 .plot { max-width: 100%; height: auto; display: block; margin: 0.4rem 0; }
+table.calls tr.first-bug td { background: #fde7e9; font-weight: 600; }
 .note { color: var(--muted); font-size: 12.5px; }
 """
 
@@ -698,6 +704,56 @@ def _verdict_details(entry: Mapping[str, Any], links: _Links) -> str:
     return "".join(part(entry, links) for part in parts) + other
 
 
+# -- a module-by-module comparison's details -------------------------------------------------------
+
+
+def _modules_details(entry: Mapping[str, Any], links: _Links) -> str:
+    """A sentence, then one row per module call in execution order (indented by depth), the
+    first bug's row highlighted, then the comparison's other fields."""
+    calls = entry["calls"]
+    first = entry.get("first_bug")
+    counts = entry.get("counts") or {}
+    counted = ", ".join(f"{n} {escape(str(k))}" for k, n in counts.items() if n)
+    said = (
+        f"{len(calls)} module calls judged against {escape(str(entry.get('reference', '?')))}"
+        f"{': ' + counted if counted else ''}."
+    )
+    if first:
+        said += (
+            f" The first bug (the earliest with no bug nested in it): <b>{escape(str(first))}</b>."
+        )
+    warning = verdict_warning(entry)
+    out = [_said(said)]
+    if warning:
+        out.append(f'<div class="warning">&#9888; {escape(warning)}</div>')
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("call", "module", "class", "verdict", "outside", "resolution", "widest operation")
+    )
+    rows = []
+    for call in calls:
+        name = str(call.get("name", call.get("path", "?")))
+        style = ' class="first-bug"' if first and name == first else ""
+        depth = int(call.get("depth") or 0)
+        problem = call.get("unjudged") or "; ".join(call.get("problems") or ())
+        cells = [
+            _number_html(call.get("index")),
+            f'<span style="padding-left:{depth}em">{escape(name)}</span>',
+            escape(str(call.get("module_class", ""))),
+            _status(str(call.get("kind", "?"))),
+            f"{call.get('outside', '-')} / {call.get('total', '-')}",
+            _number_html(call.get("resolution")),
+            escape(str(call.get("widest") or problem or "")),
+        ]
+        rows.append(f"<tr{style}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    out.append(f'<table class="calls"><tr>{head}</tr>{"".join(rows)}</table>')
+    shown = {"kind", "calls", "first_bug", "counts", "reference", "test"}
+    rest = {k: v for k, v in entry.items() if k not in shown}
+    if rest:
+        out.append(f"<h4>Other fields</h4>{_fields(rest)}")
+    return "".join(out)
+
+
 # -- a test's details ------------------------------------------------------------------------------
 
 
@@ -757,6 +813,7 @@ _DETAILS: dict[str, Callable[[Mapping[str, Any], _Links], str]] = {
     kind.key: _record_details(kind) for kind in KINDS
 }
 _DETAILS["verdicts"] = _verdict_details
+_DETAILS["modules"] = _modules_details
 _DETAILS["tests"] = _test_details
 
 

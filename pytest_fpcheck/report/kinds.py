@@ -1,7 +1,7 @@
 """The kinds of entry a run report holds, and how each is shown (API section 8).
 
 A report entry is one result of a test: a round-off verdict (RENDER, section III-A), a
-dual-delta comparison (Dual-Delta paper, section 4), a non-finite appearance (GPU-FPX, section
+module-by-module comparison (API section 9), a dual-delta comparison (Dual-Delta paper, section 4), a non-finite appearance (GPU-FPX, section
 3.2), an isolation (CIEL, section 3), probed matrix-multiply features (FTTN) or a revealed
 summation tree (FPRev, section 4). Each :class:`Kind` says which record fields it needs, how an
 entry ranks (0: shown first: bugs, worse implementations, appearances), the value its table is
@@ -82,7 +82,8 @@ class Column:
 class Kind:
     """One kind of report entry (module docstring).
 
-    ``key`` is its JSON key and the plural of ``noun`` (``add_verdict`` adds to ``verdicts``);
+    ``key`` is its JSON key, ``noun`` what one entry is called (``add_verdict`` adds to
+    ``verdicts``);
     ``required`` the record fields it cannot be shown without; ``texts`` the fields the HTML page
     shows as preformatted text; ``hidden`` fields it leaves out of the HTML details (long
     arrays); ``first`` the fields its HTML details list first (a dual-delta's figure);
@@ -187,6 +188,27 @@ VERDICTS = Kind(
     subline=verdict_warning,
     warning=verdict_warning,
     texts=("provenance",),
+)
+
+# -- module-by-module comparisons -----------------------------------------------------------------
+
+
+MODULES = Kind(
+    key="modules",
+    noun="module comparison",
+    title="module-by-module comparisons",
+    required=("kind", "calls"),
+    status=verdict_status,
+    rank=lambda r: _VERDICT_RANK.get(verdict_status(r), 9),
+    columns=(
+        Column("verdict", verdict_status, 12),
+        Column("calls", lambda r: str(len(r["calls"])), 5, right=True),
+        Column("first bug", lambda r: str(r.get("first_bug") or "-"), 28),
+        Column("reference", lambda r: str(r.get("reference", "-")), 16, show="wide"),
+    ),
+    note="calls: module calls judged, each on the reference's inputs (fp.compare_modules)",
+    subline=verdict_warning,
+    warning=verdict_warning,
 )
 
 # -- dual-delta comparisons ------------------------------------------------------------------------
@@ -343,7 +365,15 @@ TREES = Kind(
 )
 
 #: every kind, in the order the summary and the page show them: bugs and appearances first
-KINDS: tuple[Kind, ...] = (VERDICTS, APPEARANCES, DUAL_DELTAS, ISOLATIONS, PROBES, TREES)
+KINDS: tuple[Kind, ...] = (
+    VERDICTS,
+    MODULES,
+    APPEARANCES,
+    DUAL_DELTAS,
+    ISOLATIONS,
+    PROBES,
+    TREES,
+)
 _BY_KEY = {kind.key: kind for kind in KINDS}
 
 

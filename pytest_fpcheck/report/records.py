@@ -163,7 +163,9 @@ def verdict_record(verdict: Any, **context: Any) -> dict[str, Any]:
     return {**record, **context}
 
 
-def _dual_delta_record(result: Any, **context: Any) -> dict[str, Any]:
+def _result_record(result: Any, **context: Any) -> dict[str, Any]:
+    """A result's ``to_dict()`` with the context: a dual-delta comparison, a module-by-module
+    comparison."""
     return {**_to_dict(result), **context}
 
 
@@ -202,7 +204,8 @@ def provenance_sites(
 
 _RECORDERS: dict[str, Callable[..., dict[str, Any]]] = {
     "verdicts": verdict_record,
-    "dual_deltas": _dual_delta_record,
+    "modules": _result_record,
+    "dual_deltas": _result_record,
     "appearances": appearance_record,
     "isolations": isolation_record,
     "probes": probe_record,
