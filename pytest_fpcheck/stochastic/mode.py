@@ -10,12 +10,14 @@ computed in a wider format:
   operation runs in float32, and its results are rounded stochastically onto their own format
   (the format the operation gives them in a plain run, learnt once per operation and operand
   types);
-* float32 additions, subtractions, multiplications, divisions and square roots run in float64
-  (exact or correctly rounded there) and are rounded stochastically onto float32; other float32
-  and all float64 operations run in their own format (a float64 rerun of a float32 library
-  function or matrix product costs more than the run itself) and their result moves one step of
-  its grid up or down, each with probability 1/12: the stochastic rounding of an exact value
-  placed uniformly in the rounding interval of the computed one (same variance on average);
+* float32 operations run on float64 copies and are rounded stochastically onto float32 (so a
+  library function's own inaccuracy in float32, such as GELU's cancellation for large negative
+  inputs, does not shift the samples away from the exact result), except matrix products and
+  convolutions, which run in float32 (a float64 rerun would cost twice the run) and carry
+  their accumulation's rounding as below; float64 operations, and operations whose kernel has
+  no float64 version, run in their own format and their result moves one step of its grid up
+  or down, each with probability 1/12: the stochastic rounding of an exact value placed
+  uniformly in the rounding interval of the computed one (same variance on average);
 * accumulations (sums, means, matrix products, convolutions) add, before that rounding, the
   Gaussian term of their own rounding (their accumulator's format and length:
   :mod:`pytest_fpcheck.stochastic.accumulation`);
@@ -27,6 +29,11 @@ computed in a wider format:
 
 An operation that cannot run on widened operands (a kernel that insists on its dtypes) runs
 as it is and its results take the one-step perturbation of their own format.
+
+An operation that makes an infinity or a NaN from finite operands (an overflow, ``0 * inf``
+after one, the square root of a rounded negative) is recorded: a random rounding model says
+nothing about a run that left the format's range, and the estimate then covers the whole
+line (:mod:`pytest_fpcheck.stochastic.run`).
 """
 
 from __future__ import annotations
@@ -145,10 +152,20 @@ EXACT = frozenset(
     }
 )
 _CONVERSIONS = frozenset({"aten._to_copy", "aten.copy"})
-#: float32 arithmetic whose float64 result is exact or correctly rounded before the stochastic
-#: rounding (cheap to rerun): exact results (``x + 0``, ``2 * x``) then stay exact
-_EXACT_IN_FLOAT64 = frozenset(
-    {"aten.add", "aten.sub", "aten.rsub", "aten.mul", "aten.div", "aten.sqrt", "aten.addcmul"}
+#: float32 operations that run in their own format (a float64 rerun costs more than the run):
+#: matrix products and convolutions, whose rounding is their accumulation's (the Gaussian term)
+_OWN_FORMAT = frozenset(
+    {
+        "aten.mm",
+        "aten.bmm",
+        "aten.mv",
+        "aten.addmm",
+        "aten.baddbmm",
+        "aten.addmv",
+        "aten.dot",
+        "aten.convolution",
+        "aten.convolution_backward",
+    }
 )
 
 
@@ -171,8 +188,11 @@ def _widen(value: Any) -> Any:
 
 
 def _widen_float32(value: Any) -> Any:
+    """float32 tensors (and dtypes) to float64."""
     if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
         return value.to(torch.float64)
+    if value is torch.float32:
+        return torch.float64
     return value
 
 
@@ -240,12 +260,14 @@ def _signature(flat: list[Any]) -> tuple[Any, ...]:
 
 class StochasticMode(TorchDispatchMode):
     """Runs the operations of its block with random rounding, drawing from ``draw``.
-    ``ops`` counts the results it rounded."""
+    ``ops`` counts the results it rounded; ``overflowed`` names the first operation that made a
+    non-finite value from finite operands (None if none did)."""
 
     def __init__(self, draw: SampleRandom) -> None:
         super().__init__()
         self.draw = draw
         self.ops = 0
+        self.overflowed: str | None = None
         self._dtypes: dict[tuple[Any, ...], list[torch.dtype | None]] = {}
 
     def __torch_dispatch__(
@@ -263,14 +285,33 @@ class StochasticMode(TorchDispatchMode):
         floating = [v for v in flat if isinstance(v, torch.Tensor) and v.dtype in _FORMATS]
         if not floating:
             return func(*args, **kwargs)
+        result = self._handle(func, functional, mutable, flat, floating, args, kwargs)
+        if self.overflowed is None and not _all_finite(result) and all(map(_all_finite, floating)):
+            self.overflowed = functional
+        return result
+
+    def _handle(
+        self,
+        func: torch._ops.OpOverload,
+        functional: str,
+        mutable: bool,
+        flat: list[Any],
+        floating: list[torch.Tensor],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """The operation's results, rounded (see the module docstring)."""
         if functional in _CONVERSIONS:
             return self._convert(func, functional, args, kwargs)
         if not any(v.dtype in _NARROW for v in floating):
             # the wider run first: it works on copies, the plain run may modify the operands
             wide, wide_args, wide_kwargs = None, args, kwargs
-            if functional in _EXACT_IN_FLOAT64 and any(v.dtype == torch.float32 for v in floating):
+            if functional not in _OWN_FORMAT and any(v.dtype == torch.float32 for v in floating):
                 wide_args, wide_kwargs = _map_arguments(_widen_float32, args, kwargs)
-                wide = func(*wide_args, **wide_kwargs)
+                try:
+                    wide = func(*wide_args, **wide_kwargs)
+                except RuntimeError:  # a kernel without float64: its own result, perturbed
+                    wide, wide_args, wide_kwargs = None, args, kwargs
             out = func(*args, **kwargs)
             return self._round_outputs(
                 out, out if wide is None else wide, functional, wide_args, wide_kwargs, mutable
@@ -393,6 +434,15 @@ class StochasticMode(TorchDispatchMode):
             out.copy_(value)
             return out
         return value
+
+
+def _all_finite(value: Any) -> bool:
+    """Are the floating tensors among ``value`` (a tensor or a tuple or list of them) finite?"""
+    if isinstance(value, torch.Tensor):
+        return not value.is_floating_point() or bool(torch.isfinite(value).all())
+    if isinstance(value, (tuple, list)):
+        return all(map(_all_finite, value))
+    return True
 
 
 def _accumulate(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -19,7 +19,10 @@ Per element, from the ``N`` samples ``y_1 .. y_N``:
   result whose samples all agree). ``t`` is the quantile at ``1 - (1 - confidence) / (2 n)``
   for ``n`` elements (Bonferroni): the whole array is inside at the requested confidence, so
   a verdict's false alarm rate is at most ``1 - confidence``. An element with a non-finite
-  sample gets the whole line (it may be NaN), unless all its samples are the same infinity.
+  sample gets the whole line: it may be NaN, and an overflow in one run says nothing of the
+  exact result's size. When any run had an operation make a non-finite value from finite
+  operands, every element gets the whole line (which outputs the overflow reached is unknown),
+  with a note naming the operation.
 
 The samples are independent: each is a function of the seed and its index only, so they may
 run on any ``concurrent.futures.Executor`` in any order with the same result.
@@ -58,6 +61,7 @@ class Sample:
     dtypes: tuple[str, ...]
     structure: str
     ops: int
+    overflowed: str | None
 
 
 def sample(
@@ -92,7 +96,9 @@ def sample(
             with torch.no_grad():
                 values.append(leaf.detach().to("cpu", torch.float64).numpy().copy())
             dtypes.append(str(leaf.dtype).removeprefix("torch."))
-    return Sample(tuple(values), tuple(dtypes), treespec_dumps(structure), mode.ops)
+    return Sample(
+        tuple(values), tuple(dtypes), treespec_dumps(structure), mode.ops, mode.overflowed
+    )
 
 
 def _check(fn: Any, samples: Any, confidence: Any, seed: Any, executor: Any) -> None:
@@ -156,8 +162,11 @@ def stochastic_bounds(
             raise InvalidArgument(
                 "fn", fn, "a callable whose results have the same structure on every run"
             )
+    overflows = [run.overflowed for run in runs if run.overflowed is not None]
     bounds = [
-        _bounds(np.stack([run.values[i] for run in runs]), first.dtypes[i], confidence, seed)
+        _bounds(
+            np.stack([run.values[i] for run in runs]), first.dtypes[i], confidence, seed, overflows
+        )
         for i in range(len(first.values))
     ]
     from torch.utils._pytree import tree_unflatten, treespec_loads
@@ -171,7 +180,9 @@ def _t_quantile(probability: float, freedom: int) -> float:
     return float(stats.t.ppf(probability, freedom))
 
 
-def _bounds(values: np.ndarray, dtype_name: str, confidence: float, seed: int) -> Bounds:
+def _bounds(
+    values: np.ndarray, dtype_name: str, confidence: float, seed: int, overflows: list[str]
+) -> Bounds:
     import torch
 
     fmt = FORMATS[dtype_name]
@@ -185,11 +196,8 @@ def _bounds(values: np.ndarray, dtype_name: str, confidence: float, seed: int) -
     finite = np.isfinite(values).all(axis=0)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         radius = quantile * std * math.sqrt(1 + 1 / count) + ulp(np.where(finite, mean, 0.0), fmt)
-        lo = np.where(finite, mean - radius, -np.inf)
-        hi = np.where(finite, mean + radius, np.inf)
-        same = (values == values[0]).all(axis=0) & ~np.isnan(values[0])
-        lo = np.where(~finite & same, values[0], lo)
-        hi = np.where(~finite & same, values[0], hi)
+        lo = np.where(finite & (not overflows), mean - radius, -np.inf)
+        hi = np.where(finite & (not overflows), mean + radius, np.inf)
         most = fmt.precision * math.log10(2)
         digits = np.log10(math.sqrt(count) * np.abs(mean) / (tau * std))
         digits = np.where(std == 0, most, np.clip(np.nan_to_num(digits, nan=0.0), 0.0, most))
@@ -202,6 +210,12 @@ def _bounds(values: np.ndarray, dtype_name: str, confidence: float, seed: int) -
         quantile=quantile,
         seed=seed,
     )
+    notes = [estimate.describe()]
+    if overflows:
+        notes.append(
+            f"{overflows[0]} made a non-finite value from finite operands in {len(overflows)} of "
+            f"the {count} runs (an overflow): no estimate, every element may be anything"
+        )
     return Bounds(
         lo=lo,
         hi=hi,
@@ -209,6 +223,6 @@ def _bounds(values: np.ndarray, dtype_name: str, confidence: float, seed: int) -
         dtype=getattr(torch, dtype_name),
         format=fmt,
         mode="stochastic",
-        notes=(estimate.describe(),),
+        notes=tuple(notes),
         estimate=estimate,
     )

@@ -226,3 +226,20 @@ def test_an_outer_tracker_does_not_see_the_randomly_rounded_runs() -> None:
     assert tracker.ops == 0
     outside = stochastic_bounds(torch.exp, x, samples=3, seed=0)
     assert np.array_equal(inside.lo, outside.lo)
+
+
+def test_an_overflow_in_a_run_leaves_no_estimate() -> None:
+    x = torch.tensor([60000.0, 1.0], dtype=torch.float16)
+    b = stochastic_bounds(
+        lambda t: (t * 2).sum() / 4 * torch.ones(2, dtype=t.dtype), x, samples=3, seed=0
+    )
+    assert np.isneginf(b.lo).all()
+    assert np.isposinf(b.hi).all()
+    assert b.notes[1] == (
+        "aten.mul made a non-finite value from finite operands in 3 of the 3 runs (an "
+        "overflow): no estimate, every element may be anything"
+    )
+    fine = stochastic_bounds(
+        lambda t: t.masked_fill(t > 2, float("-inf")).softmax(0), x, samples=3, seed=0
+    )
+    assert np.isfinite(fine.lo).all()  # an infinity from an exact operation is no overflow
