@@ -328,6 +328,40 @@ def test_a_tests_own_watch_reaches_the_report(pytester: pytest.Pytester) -> None
     result.stdout.fnmatch_lines(["*= fpcheck: non-finite values that appeared =*"])
 
 
+ISOLATED = """
+import torch
+import pytest_fpcheck as fp
+
+
+def normalise(x):
+    mean = x.mean(-1, keepdim=True)
+    variance = (x * x).mean(-1, keepdim=True) - mean * mean  # cancels around 40
+    return (x - mean) / torch.sqrt(variance + 1e-5)
+
+
+def test_isolates():
+    torch.manual_seed(0)
+    x = torch.randn(16, 32) + 40.0
+    isolation = fp.isolate(normalise, x.half(), reference=normalise(x.double()), tol=0.05)
+    assert isolation.outcome == "isolated"
+"""
+
+
+def test_a_tests_own_isolation_reaches_the_report(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    pytester.makepyfile(test_isolated=ISOLATED)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:xdist", "--fpcheck", "--fpcheck-report=run.json"
+    )
+    result.assert_outcomes(passed=1)
+    [entry] = checked(pytester.path / "run.json")["isolations"]
+    assert entry["test"] == "test_isolated.py::test_isolates"
+    assert entry["enhance"] == "float64"
+    assert entry["sites"]
+    assert all("test_isolated.py:" in site["location"] for site in entry["sites"])
+    result.stdout.fnmatch_lines(["*= fpcheck: isolated causes =*"])
+
+
 def test_pytest_html_shows_the_findings(pytester: pytest.Pytester) -> None:
     pytest.importorskip("pytest_html")
     pytester.makepyfile(test_outcomes=OUTCOMES)
