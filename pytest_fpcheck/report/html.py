@@ -8,13 +8,14 @@ and the settings. Each section is a table that sorts by any column (a click on i
 a text filter (every word must occur in the row) and a status filter; a row's test id links to
 its details, which say what the record holds in words and numbers: a verdict's worst element,
 first offenders, allclose tolerances, provenance (with links to the source lines) and notes,
-under human labels (:data:`LABELS`), and a plot of its elements where one helps.
+under human labels (:data:`LABELS`), and a plot of its elements where one helps; a
+module-by-module comparison's calls in execution order, the first bug's row highlighted.
 
 How a verdict's details read is chosen by its kind (:data:`VERDICT_PARTS`: a kind names the
 parts it shows, in order); a kind without an entry there shows the default parts, and any
-record field no part shows is listed at the end under its label, so a new field (a verdict's
-``resolution``) or a new kind (``inconclusive``) is shown before anyone writes a part for it.
-An entry that reads better than it is (:attr:`Kind.warning`: a loose round-off enclosure)
+record field no part shows is listed at the end under its label, so a new field or a new
+kind is shown before anyone writes a part for it. An entry that reads better than it is or
+decides nothing (:attr:`Kind.warning`: a loose round-off enclosure, an inconclusive verdict)
 carries a warning mark in its row and a warning box in its details.
 
 The page must stay small and quick with ten thousand verdicts. The document (the JSON report,
@@ -962,7 +963,7 @@ def _packed(value: Any) -> str:
     )
 
 
-def unpack(text: str) -> Any:
+def _unpack(text: str) -> Any:
     """The value :func:`_packed` embedded."""
     return json.loads(gzip.decompress(base64.b64decode(text)).decode("utf-8"))
 
@@ -974,7 +975,7 @@ def embedded(page: str, element: str = "fpcheck-report") -> Any:
     if start < 0:
         raise InvalidArgument("element", element, "the id of a data element of the page")
     start = page.index(">", start) + 1
-    return unpack(page[start : page.index("<", start)])
+    return _unpack(page[start : page.index("<", start)])
 
 
 def render(document: Mapping[str, Any], folder: Path | None = None) -> str:
