@@ -78,7 +78,9 @@ def _sum_sigma(
 
 
 def _row_squares(a: torch.Tensor) -> torch.Tensor:
-    return a.to(torch.float32 if a.dtype != torch.float64 else a.dtype).square().sum(-1)
+    """The squared norms of the rows (one pass, in float32 or float64)."""
+    dtype = torch.float64 if a.dtype == torch.float64 else torch.float32
+    return torch.linalg.vector_norm(a, dim=-1, dtype=dtype).square()
 
 
 def _product_sigma(

@@ -13,9 +13,11 @@ Three roundings are implemented here, each exact in its arithmetic:
   (bfloat16, float16, float32 from float64, float8). For bfloat16 from float32, whose grid is
   float32's with the 16 low bits cleared, a random integer below ``2**16`` is added to the bit
   pattern and the low bits are cleared (sign and magnitude: the rounding acts on the magnitude,
-  carries reach the next binade or infinity as they should). Otherwise
-  ``(floor(x / g) + [U < frac(x / g)]) * g`` with ``g`` the gap of ``x``'s binade (``frexp``),
-  every step exact (scaling by powers of two; ``x / g`` has at most ``p`` integer bits).
+  carries reach the next binade or infinity as they should); the same with 13 and 29 bits gives
+  float16 from float32 and float32 from float64 in their normal ranges. Otherwise (their
+  subnormals, float8) ``(floor(x / g) + [U < frac(x / g)]) * g`` with ``g`` the gap of ``x``'s
+  binade (``frexp``), every step exact (scaling by powers of two; ``x / g`` has at most ``p``
+  integer bits).
 * :func:`perturb_in_place_format`: for a result that has no wider value (the operation ran in
   its own format), the exact value is taken as uniformly placed in the rounding
   interval of the computed ``y``; its stochastic rounding then moves ``y`` one step of its grid
@@ -56,7 +58,8 @@ __all__ = [
 
 _MIN_POOL = 1 << 20
 _SAME_WIDTH = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-_KINDS = {"uniform": 1, "bits16": 2, "step": 3, "normal": 4}
+_EMIN = {torch.float32: -126, torch.float64: -1022}
+_KINDS = {"uniform": 1, "bits16": 2, "step": 3, "normal": 4, "bits13": 5, "bits29": 6}
 #: the probability of each one-step move of :func:`perturb_in_place_format` (variance g**2/6)
 STEP_PROBABILITY = 1.0 / 12.0
 
@@ -70,6 +73,10 @@ def _generate(kind: str, size: int, seed: int) -> torch.Tensor:
         array = generator.random(size, dtype=np.float32)
     elif kind == "bits16":
         array = generator.integers(0, 1 << 16, size, dtype=np.int32)
+    elif kind == "bits13":
+        array = generator.integers(0, 1 << 13, size, dtype=np.int32)
+    elif kind == "bits29":
+        array = generator.integers(0, 1 << 29, size, dtype=np.int64)
     elif kind == "step":
         u = generator.random(size, dtype=np.float32)
         array = (u >= 1 - STEP_PROBABILITY).astype(np.int8) - (u < STEP_PROBABILITY).astype(np.int8)
@@ -128,11 +135,34 @@ class SampleRandom:
         return pool[start : start + n].view(like.shape)
 
 
-def _binade_gap(x: torch.Tensor, fmt: Format) -> torch.Tensor:
-    """The exponent ``k - p + 1`` of the gap of ``x``'s binade in ``fmt`` (``|x|`` in
-    ``[2**k, 2**(k+1))``, ``k`` at least emin), as an integer tensor."""
+def _power_of_two(exponent: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``2**exponent`` (an integer tensor within the normal range of ``dtype``), exactly: built
+    from its bit pattern (``torch.ldexp`` goes through ``pow``, several times slower)."""
+    if dtype == torch.float64:
+        return ((exponent.to(torch.int64) + 1023) << 52).view(torch.float64)
+    return ((exponent.to(torch.int32) + 127) << 23).view(torch.float32)
+
+
+def _round_generic(x: torch.Tensor, fmt: Format, draw: SampleRandom) -> torch.Tensor:
+    """``(floor(x / g) + [U < frac(x / g)]) * g`` in ``x``'s dtype, ``g`` the gap of ``x``'s
+    binade in ``fmt``; exact (scaling by powers of two within ``x``'s normal range)."""
     _, exponent = torch.frexp(x)
-    return torch.clamp(exponent - 1, min=fmt.emin) - (fmt.precision - 1)
+    gap = torch.clamp(exponent - 1, min=fmt.emin) - (fmt.precision - 1)
+    scaled = x * _power_of_two(-gap, x.dtype)
+    down = torch.floor(scaled)
+    # up with probability equal to the (exact) fraction: never a rounded sum of the two
+    up = draw.take("uniform", x) < (scaled - down)
+    result = (down + up) * _power_of_two(gap, x.dtype)
+    return torch.where(torch.isfinite(x), result, x)
+
+
+#: (wide dtype, target dtype) -> (integer view, low bits dropped, pool): the target's grid is
+#: the wide format's with those bits cleared, within the target's normal range
+_TRUNCATIONS = {
+    (torch.float32, torch.bfloat16): (torch.int32, 16, "bits16"),
+    (torch.float32, torch.float16): (torch.int32, 13, "bits13"),
+    (torch.float64, torch.float32): (torch.int64, 29, "bits29"),
+}
 
 
 def round_stochastic(
@@ -140,18 +170,19 @@ def round_stochastic(
 ) -> torch.Tensor:
     """``x`` (float32 or float64, wider than ``fmt``) stochastically rounded onto ``fmt``'s grid,
     as a tensor of ``dtype``. Non-finite values are converted as they are."""
-    if dtype == torch.bfloat16 and x.dtype == torch.float32:
-        bits = x.view(torch.int32) + draw.take("bits16", x)
-        rounded = torch.bitwise_and(bits, -(1 << 16)).view(torch.float32)
-        return torch.where(torch.isnan(x), x, rounded).to(dtype)  # a NaN's payload may carry
-    gap = _binade_gap(x, fmt)
-    scaled = torch.ldexp(x, -gap)
-    down = torch.floor(scaled)
-    # up with probability equal to the (exact) fraction: never a rounded sum of the two
-    up = draw.take("uniform", x) < (scaled - down)
-    result = torch.ldexp(down + up, gap)
-    result = torch.where(torch.isfinite(x), result, x)
-    return result.to(dtype)
+    truncation = _TRUNCATIONS.get((x.dtype, dtype))
+    if truncation is None:
+        return _round_generic(x, fmt, draw).to(dtype)
+    integer, dropped, pool = truncation
+    bits = x.view(integer) + draw.take(pool, x)
+    rounded = torch.bitwise_and(bits, -(1 << dropped)).view(x.dtype)
+    rounded = torch.where(torch.isnan(x), x, rounded).to(dtype)  # a NaN's payload may carry
+    if fmt.emin <= _EMIN[x.dtype]:
+        return rounded  # bfloat16 from float32: the same exponent range, subnormals included
+    tiny = torch.abs(x) < fmt.smallest_normal  # the target's subnormals: a coarser grid
+    if bool(tiny.any()):
+        rounded[tiny] = _round_generic(x[tiny], fmt, draw).to(dtype)
+    return rounded
 
 
 def perturb_in_place_format(y: torch.Tensor, draw: SampleRandom) -> torch.Tensor:
