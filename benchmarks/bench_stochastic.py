@@ -278,7 +278,7 @@ def cost(samples: int) -> None:
             run(dtype, x)
             fp.stochastic_bounds(run, dtype, x, samples=2, seed=0)  # warm (pools, imports)
             plain, stochastic = [], []
-            for repeat in range(3):
+            for repeat in range(5):
                 start = time.perf_counter()
                 for _ in range(samples):
                     run(dtype, x)

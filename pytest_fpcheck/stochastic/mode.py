@@ -198,6 +198,8 @@ def _widen_float32(value: Any) -> Any:
 
 
 _DESCRIPTIONS: dict[Any, tuple[str, bool, bool]] = {}
+#: (overload, operand dtypes and types) -> the dtypes of its results in a plain run
+_RESULT_DTYPES: dict[tuple[Any, ...], list[torch.dtype | None]] = {}
 
 
 def _describe(func: torch._ops.OpOverload) -> tuple[str, bool, bool]:
@@ -269,7 +271,6 @@ class StochasticMode(TorchDispatchMode):
         self.draw = draw
         self.ops = 0
         self.overflowed: str | None = None
-        self._dtypes: dict[tuple[Any, ...], list[torch.dtype | None]] = {}
 
     def __torch_dispatch__(
         self,
@@ -348,13 +349,13 @@ class StochasticMode(TorchDispatchMode):
         kwargs: dict[str, Any],
     ) -> list[torch.dtype | None]:
         """The dtype of each result leaf in a plain run (None for a non-tensor), learnt once
-        per operation and operand types by running it plainly."""
+        per process, operation and operand types by running it plainly."""
         key = (func, _signature(flat))
-        dtypes = self._dtypes.get(key)
+        dtypes = _RESULT_DTYPES.get(key)
         if dtypes is None:
             leaves, _ = _results(func(*args, **kwargs))
             dtypes = [leaf.dtype if isinstance(leaf, torch.Tensor) else None for leaf in leaves]
-            self._dtypes[key] = dtypes
+            _RESULT_DTYPES[key] = dtypes
         return dtypes
 
     def _round(
