@@ -80,7 +80,8 @@ def _sum_sigma(
 def _row_squares(a: torch.Tensor) -> torch.Tensor:
     """The squared norms of the rows (one pass, in float32 or float64)."""
     dtype = torch.float64 if a.dtype == torch.float64 else torch.float32
-    return torch.linalg.vector_norm(a, dim=-1, dtype=dtype).square()
+    norms: torch.Tensor = torch.linalg.vector_norm(a, dim=-1, dtype=dtype)
+    return norms.square()
 
 
 def _product_sigma(

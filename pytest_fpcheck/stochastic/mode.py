@@ -261,13 +261,14 @@ def _signature(flat: list[Any]) -> tuple[Any, ...]:
     )
 
 
-class StochasticMode(TorchDispatchMode):
+# torch leaves TorchDispatchMode's __init_subclass__ and __init__ unannotated
+class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Runs the operations of its block with random rounding, drawing from ``draw``.
     ``ops`` counts the results it rounded; ``overflowed`` names the first operation that made a
     non-finite value from finite operands (None if none did)."""
 
     def __init__(self, draw: SampleRandom) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.draw = draw
         self.ops = 0
         self.overflowed: str | None = None
