@@ -16,6 +16,11 @@ from pytest_fpcheck.diagnostics import order
 
 torch = pytest.importorskip("torch")
 
+# Under ``pytest --fpcheck`` these tests run untracked: FPRev calls the library on masked inputs
+# (14,094 calls of torch.sum for n = 4096) and needs their outputs, not round-off bounds. The
+# revealed orders still reach the run report.
+pytestmark = pytest.mark.fpcheck(enabled=False)
+
 CASES = {
     "numpy.sum": order.sum_of(np.sum),
     "numpy.dot": order.dot_of(np.dot),
