@@ -49,7 +49,8 @@ KAPPA = 0.36
 
 
 def _variance(u: float, k: float, total: torch.Tensor, squares: torch.Tensor) -> torch.Tensor:
-    return (KAPPA * u * u * k) * (total.square() / 3 + squares / 6)
+    scale = KAPPA * u * u * k
+    return torch.add(total.square().mul_(scale / 3), squares, alpha=scale / 6)
 
 
 def _pairwise_variance(

@@ -36,6 +36,7 @@ element.
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from typing import TYPE_CHECKING, ClassVar
@@ -176,7 +177,9 @@ def round_stochastic(
     integer, dropped, pool = truncation
     bits = x.view(integer) + draw.take(pool, x)
     rounded = torch.bitwise_and(bits, -(1 << dropped)).view(x.dtype)
-    rounded = torch.where(torch.isnan(x), x, rounded).to(dtype)  # a NaN's payload may carry
+    if not math.isfinite(x.sum(dtype=torch.float64)):  # a NaN's payload may carry: keep NaNs
+        rounded = torch.where(torch.isnan(x), x, rounded)
+    rounded = rounded.to(dtype)
     if fmt.emin <= _EMIN[x.dtype]:
         return rounded  # bfloat16 from float32: the same exponent range, subnormals included
     tiny = torch.abs(x) < fmt.smallest_normal  # the target's subnormals: a coarser grid
@@ -196,4 +199,4 @@ def perturb_in_place_format(y: torch.Tensor, draw: SampleRandom) -> torch.Tensor
 
 def add_noise(y: torch.Tensor, sigma: torch.Tensor, draw: SampleRandom) -> torch.Tensor:
     """``y + sigma * Z`` with ``Z`` standard normal per element (in ``y``'s dtype)."""
-    return y + sigma.to(y.dtype) * draw.take("normal", y).to(y.dtype)
+    return torch.addcmul(y, sigma.to(y.dtype), draw.take("normal", y).to(y.dtype))
