@@ -110,12 +110,12 @@ class Pools:
             return pools
 
     def pool(self, kind: str, n: int) -> torch.Tensor:
-        """A pool of ``kind`` with at least ``4 n`` numbers (grown, by powers of two, as needed;
+        """A pool of ``kind`` with at least ``2 n`` numbers (grown, by powers of two, as needed;
         its content depends only on the seed and its size)."""
         with self.lock:
             array = self.arrays.get(kind)
-            if array is None or array.numel() < 4 * n:
-                size = max(_MIN_POOL, 1 << (4 * n - 1).bit_length())
+            if array is None or array.numel() < 2 * n:
+                size = max(_MIN_POOL, 1 << (2 * n - 1).bit_length())
                 array = _generate(kind, size, self.seed)
                 self.arrays[kind] = array
             return array
