@@ -50,7 +50,7 @@ import atexit, functools, json, os, time
 import pytest_fpcheck.plugin as plugin
 import pytest_fpcheck.report.model as model
 import pytest_fpcheck.report.records as records
-import pytest_fpcheck.report.sink as sink
+import pytest_fpcheck.assertions.sink as sink
 import pytest_fpcheck.report.terminal as terminal
 
 SPENT = {}

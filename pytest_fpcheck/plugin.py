@@ -6,7 +6,7 @@ with a usage error naming it. Everything numerical is imported inside the hook o
 needs it, so loading the plugin costs (almost) nothing.
 
 The run report (:mod:`pytest_fpcheck.report`) collects, per test, the verdicts made and the
-results published (:mod:`pytest_fpcheck.report.sink`) under ``--fpcheck``, the appearances of
+results published (:mod:`pytest_fpcheck.assertions.sink`) under ``--fpcheck``, the appearances of
 the non-finite watch, and every ``dual_delta`` marker's comparison. Under pytest-xdist each
 worker hands its part to the controller through ``config.workeroutput``; the controller merges
 the parts in ``pytest_testnodedown`` and alone prints the summary and writes the report. With
@@ -220,14 +220,15 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     from contextlib import ExitStack
 
     from .assertions.record import collecting
-    from .report.sink import collecting as collecting_results
+    from .assertions.sink import collecting as collecting_results
+    from .report.points import element_points
 
     settings = item.config.stash[SETTINGS_KEY]
     test_settings = settings_for(item)
     watch = None
     escaped: BaseException | None = None
     with ExitStack() as stack:
-        verdicts = stack.enter_context(collecting())
+        verdicts = stack.enter_context(collecting(element_points))
         if test_settings.enabled and "torch" in sys.modules:  # nothing to track otherwise
             from .tracking.track import track
 

@@ -17,6 +17,8 @@ import jsonschema
 import numpy as np
 import pytest
 
+import pytest_fpcheck as fp
+from pytest_fpcheck.assertions.sink import KEYS, collecting, publish
 from pytest_fpcheck.errors import InvalidArgument
 from pytest_fpcheck.report import KINDS, SCHEMA, RunReport, read_document
 from pytest_fpcheck.report.html import (
@@ -36,7 +38,6 @@ from pytest_fpcheck.report.records import (
     tree_record,
     verdict_record,
 )
-from pytest_fpcheck.report.sink import collecting, publish
 from pytest_fpcheck.report.terminal import ROW_LIMIT, section_lines, sections
 
 REPORT_SCHEMA = json.loads((Path(__file__).parents[1] / "docs/report-schema.json").read_text())
@@ -610,6 +611,23 @@ def test_publish_reaches_the_collectors_of_this_thread_only() -> None:
         ("trees", "c", {}),
     ]
     assert [p.result for p in inner] == ["b"]
+
+
+def test_the_sink_knows_the_reports_kinds() -> None:
+    assert tuple(kind.key for kind in KINDS) == KEYS
+
+
+def test_a_collector_describes_the_arrays_of_each_verdict_as_it_is_made() -> None:
+    from pytest_fpcheck.assertions.record import collecting as collecting_verdicts
+
+    actual, expected, bounds = _bounded_bug()
+    with collecting_verdicts(element_points) as made, pytest.raises(fp.RoundoffMismatch):
+        fp.assert_roundoff_close(actual, expected, bounds=bounds)
+    [result] = made
+    assert made.elements[id(result)] == element_points(result, actual, expected, bounds)
+    with collecting_verdicts() as plain:
+        fp.assert_roundoff_close(actual, actual.astype(np.float64), bounds=bounds)
+    assert (len(plain), plain.elements) == (1, {})
 
 
 def test_publish_refuses_an_unknown_kind() -> None:

@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 import pytest_fpcheck as fp
 from pytest_fpcheck.diagnostics.order import SummationTree
-from pytest_fpcheck.report.sink import publish
+from pytest_fpcheck.assertions.sink import publish
 
 
 @pytest.mark.parametrize("scale", [1.0, 2.0, 3.0, 4.0])

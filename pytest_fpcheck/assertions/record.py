@@ -1,7 +1,9 @@
 """Where verdicts go for the run report: a per-thread list the pytest layer collects after each
 test (the plugin reads and clears it; without the plugin it grows only while someone listens).
-A collected list also keeps, by verdict, what the report plots of its elements, computed only
-when someone collects."""
+A collector may ask for more than the verdict: ``collecting(describe)`` calls
+``describe(verdict, *arrays)`` with the arrays compared, when the verdict is made, and keeps what
+it returns by verdict (the run report's plot points; the pytest layer passes the function, so
+this module knows nothing of the report)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ __all__ = ["Collected", "collecting", "record_verdict"]
 
 
 class Collected(list["Verdict"]):
-    """The verdicts collected, in order; ``elements`` maps ``id(verdict)`` to its plot data."""
+    """The verdicts collected, in order; ``elements`` maps ``id(verdict)`` to what
+    ``describe`` said of its arrays (when it said anything)."""
 
-    def __init__(self) -> None:
+    def __init__(self, describe: Callable[..., Any] | None = None) -> None:
         super().__init__()
+        self.describe = describe
         self.elements: dict[int, Any] = {}
 
 
@@ -32,22 +36,22 @@ class _Sink(threading.local):
 _SINK = _Sink()
 
 
-def record_verdict(verdict: Verdict, elements: Callable[[], Any] | None = None) -> None:
-    """Hand a verdict to every active collector on this thread; ``elements()``, called once
-    and only when someone collects, gives the plot data of its elements (None: no plot)."""
-    if not _SINK.lists:
-        return
-    data = elements() if elements is not None else None
+def record_verdict(verdict: Verdict, *arrays: Any) -> None:
+    """Hand a verdict to every active collector on this thread, with the arrays it compared
+    (``actual, expected, bounds, expected_bounds``) for a collector's ``describe``."""
     for collected in _SINK.lists:
         collected.append(verdict)
-        if data is not None:
-            collected.elements[id(verdict)] = data
+        if collected.describe is not None and arrays:
+            data = collected.describe(verdict, *arrays)
+            if data is not None:
+                collected.elements[id(verdict)] = data
 
 
 @contextmanager
-def collecting() -> Iterator[Collected]:
-    """Collect the verdicts made on this thread inside the block."""
-    collected = Collected()
+def collecting(describe: Callable[..., Any] | None = None) -> Iterator[Collected]:
+    """Collect the verdicts made on this thread inside the block (see the module docstring for
+    ``describe``)."""
+    collected = Collected(describe)
     _SINK.lists.append(collected)
     try:
         yield collected

@@ -47,12 +47,9 @@ def assert_roundoff_close(
         equal_nan=equal_nan,
         max_resolution=max_resolution,
     )
-    from ..report.points import element_points
     from .record import record_verdict
 
-    record_verdict(
-        verdict, lambda: element_points(verdict, actual, expected, bounds, expected_bounds)
-    )
+    record_verdict(verdict, actual, expected, bounds, expected_bounds)
     if verdict.kind == "bug":
         raise RoundoffMismatch(with_user_message(verdict.report(), msg), verdict) from None
     if verdict.kind == "inconclusive" and not accept_inconclusive:

@@ -181,7 +181,7 @@ def dual_delta(
         custom=_name(custom),
         reference=_name(reference),
     )
-    from ..report.sink import publish
+    from ..assertions.sink import publish
 
     publish("dual_deltas", result)
     return result

@@ -12,11 +12,12 @@ log-log plot needs.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .kinds import loose_warning
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["POINTS", "element_points"]
 
@@ -28,6 +29,8 @@ _PLOTTED = ("bug", "inconclusive")
 
 def _evenly(indices: np.ndarray, count: int) -> np.ndarray:
     """At most ``count`` of ``indices``, evenly spaced over them (first and last kept)."""
+    import numpy as np
+
     if indices.size <= count:
         return indices
     picks: np.ndarray = indices[np.linspace(0, indices.size - 1, count).round().astype(np.int64)]
@@ -47,7 +50,8 @@ def element_points(
 ) -> list[list[float]] | None:
     """``[[radius, |actual - expected|, outside], ...]`` (``outside`` 1 or 0) of the elements
     of a bug, inconclusive or loose verdict (module docstring), with the bounds the verdict used (the
-    recorded ones unless given); None for any other verdict."""
+    recorded ones unless given); None for any other verdict. The pytest layer passes it to
+    :func:`pytest_fpcheck.assertions.record.collecting`, which calls it as a verdict is made."""
     record = {
         "kind": verdict.kind,
         "dtype": verdict.format.name,
@@ -55,6 +59,8 @@ def element_points(
     }
     if verdict.fallback or not (verdict.kind in _PLOTTED or loose_warning(record)):
         return None
+    import numpy as np
+
     from ..adapters import as_float64
     from ..assertions.verdict import recorded_bounds
     from ..interval.bounds import contains

@@ -141,7 +141,7 @@ def isolate(
     isolation = _run_isolation(
         lambda: compare(fn(*args)), enhance=target, criterion=compare.describe
     )
-    from ...report.sink import publish
+    from ...assertions.sink import publish
 
     publish("isolations", isolation, enhance=enhance)
     return isolation

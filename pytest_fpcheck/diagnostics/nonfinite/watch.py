@@ -308,7 +308,7 @@ class Watch(Interposer):
             super().__exit__(*exc)
         finally:
             triton_scope.detach()
-        from ...report.sink import publish
+        from ...assertions.sink import publish
 
         for event in self.appearances():
             publish("appearances", event)

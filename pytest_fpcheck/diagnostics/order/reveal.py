@@ -53,7 +53,7 @@ def reveal_order(
     and still be no tree: confirm with ``tree.verify(impl)``.
     """
     tree = reveal_tree(impl, n, dtype, algorithm)
-    from ...report.sink import publish
+    from ...assertions.sink import publish
 
     publish("trees", tree, impl=_impl_name(impl), algorithm=algorithm)
     return tree

@@ -99,7 +99,7 @@ def probe_matmul(
     if not callable(matmul):
         raise InvalidArgument("matmul", matmul, "a callable matmul(a, b) -> a @ b")
     features = _probe(matmul, _input_format(in_dtype), out_dtype)
-    from ...report.sink import publish
+    from ...assertions.sink import publish
 
     publish("probes", features, in_dtype=str(in_dtype), out_dtype=features.out_dtype)
     return features

@@ -205,7 +205,7 @@ def test_features_are_frozen() -> None:
 
 
 def test_a_probe_reports_itself_not_the_trees_it_reveals_on_the_way() -> None:
-    from pytest_fpcheck.report.sink import collecting
+    from pytest_fpcheck.assertions.sink import collecting
 
     with collecting() as published:
         features = probe_matmul(np.matmul, in_dtype="float16")

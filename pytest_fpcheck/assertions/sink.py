@@ -1,11 +1,14 @@
 """Where results go for the run report: a per-thread list the pytest layer collects during each
-test, as :mod:`pytest_fpcheck.assertions.record` does for verdicts.
+test, as :mod:`pytest_fpcheck.assertions.record` does for verdicts. It sits low (with the
+assertions), so that the diagnostics and dual-delta testing above it can publish without
+knowing the pytest layer or the report (``tests/test_layers.py``).
 
 A producer (``fp.reveal_order``, ``fp.isolate``, ``fp.probe_matmul``, ``fp.dual_delta``) calls
 :func:`publish` with its result object once it has one; the plugin turns each published result
 into a record (:func:`pytest_fpcheck.report.records.record_of`) after the test. Publishing stores
-a reference and nothing more, and costs one loop over an empty list when no one collects. This
-module imports nothing but the kind names.
+a reference and nothing more, and costs one loop over an empty list when no one collects.
+:data:`KEYS` are the report's kinds (``pytest_fpcheck.report.kinds``; a test keeps the two
+lists equal).
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from ..errors import InvalidArgument
-from .kinds import KINDS
 
-__all__ = ["Published", "collecting", "publish"]
+__all__ = ["KEYS", "Published", "collecting", "publish"]
 
-_KEYS = tuple(kind.key for kind in KINDS)
+#: the kinds of result a run report holds
+KEYS = ("verdicts", "modules", "appearances", "dual_deltas", "isolations", "probes", "trees")
 
 
 class Published(NamedTuple):
@@ -43,8 +46,8 @@ _SINK = _Sink()
 def publish(kind: str, result: Any, **context: Any) -> None:
     """Hand ``result`` of ``kind`` ("verdicts", "dual_deltas", "appearances", "isolations",
     "probes" or "trees") to every active collector on this thread."""
-    if kind not in _KEYS:
-        raise InvalidArgument("kind", kind, f"one of {', '.join(_KEYS)}")
+    if kind not in KEYS:
+        raise InvalidArgument("kind", kind, f"one of {', '.join(KEYS)}")
     for collected in _SINK.lists:
         collected.append(Published(kind, result, context))
 
