@@ -39,7 +39,7 @@ REPORT_KEY = pytest.StashKey["RunReport"]()
 REPORT_PATH_KEY = pytest.StashKey["Path | None"]()
 TESTS_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()  # tests whose phases are under way
 FOUND_KEY = pytest.StashKey[dict[str, list[tuple[str, dict[str, Any]]]]]()  # for pytest-html
-SOURCES_KEY = pytest.StashKey[dict[str, str]]()  # file name -> path relative to the rootdir
+SOURCES_KEY = pytest.StashKey[dict[str, "str | None"]]()  # file name -> rootdir-relative path
 STARTED_KEY = pytest.StashKey[float]()
 DUAL_DELTA_KEY = pytest.StashKey[Any]()
 DUAL_DELTA_RERUN_KEY = pytest.StashKey[Any]()
@@ -327,23 +327,24 @@ def _add_entry(config: pytest.Config, kind: str, test_id: str, record: dict[str,
 
 def _source_path(item: pytest.Item, name: str) -> str | None:
     """The rootdir-relative path of the source file called ``name`` in a provenance site: the
-    test's own file, or the one module imported from under the rootdir with that name."""
+    test's own file, or the one module imported from under the rootdir with that name (None
+    when there is none or more than one). The imported modules are searched once per name."""
     import os
 
-    known = item.config.stash.setdefault(SOURCES_KEY, {})
-    if name in known:
-        return known[name]
     rootdir = item.config.rootpath
-    candidates = {item.path} if item.path.name == name else set()
-    if not candidates:
-        for module in list(sys.modules.values()):
-            file = getattr(module, "__file__", None)
-            if file and os.path.basename(file) == name:
-                candidates.add(Path(file).resolve())
-    inside = [path for path in candidates if path.is_relative_to(rootdir)]
-    if len(inside) != 1:
-        return None
-    known[name] = inside[0].relative_to(rootdir).as_posix()
+    if item.path.name == name:
+        return (
+            item.path.relative_to(rootdir).as_posix() if item.path.is_relative_to(rootdir) else None
+        )
+    known = item.config.stash.setdefault(SOURCES_KEY, {})
+    if name not in known:
+        found = {
+            Path(file).resolve()
+            for module in list(sys.modules.values())
+            if (file := getattr(module, "__file__", None)) and os.path.basename(file) == name
+        }
+        inside = [path for path in found if path.is_relative_to(rootdir)]
+        known[name] = inside[0].relative_to(rootdir).as_posix() if len(inside) == 1 else None
     return known[name]
 
 
