@@ -26,8 +26,8 @@ Three roundings are implemented here, each exact in its arithmetic:
 * accumulation noise (:func:`add_noise`): a Gaussian term of a given standard deviation per
   element (see :mod:`pytest_fpcheck.stochastic.accumulation`).
 
-Random numbers come from pools (:class:`Pools`) generated once per seed and process from
-``numpy.random.SeedSequence((seed, kind, size))`` and read at a random offset for each
+Random numbers come from pools (:class:`Pools`) generated once per seed and process, in chunks
+from ``numpy.random.SeedSequence((seed, kind, chunk))``, and read at a random offset for each
 operation (the offset comes from the sample's own generator). Reading a pool costs nothing,
 where drawing a fresh number per element costs more than the operation it rounds; two
 operations share a number only at positions their offsets pair at random, never element for
@@ -65,9 +65,10 @@ _KINDS = {"uniform": 1, "bits16": 2, "step": 3, "normal": 4, "bits13": 5, "bits2
 STEP_PROBABILITY = 1.0 / 12.0
 
 
-def _generate(kind: str, size: int, seed: int) -> torch.Tensor:
+def _generate(kind: str, size: int, seed: int, chunk: int) -> torch.Tensor:
+    """Chunk ``chunk`` of the pool of ``kind`` (``size`` numbers)."""
     generator = np.random.Generator(
-        np.random.PCG64(np.random.SeedSequence((seed, _KINDS[kind], size)))
+        np.random.PCG64(np.random.SeedSequence((seed, _KINDS[kind], chunk)))
     )
     array: NDArray[np.generic]
     if kind == "uniform":
@@ -110,15 +111,30 @@ class Pools:
             return pools
 
     def pool(self, kind: str, n: int) -> torch.Tensor:
-        """A pool of ``kind`` with at least ``2 n`` numbers (grown, by powers of two, as needed;
-        its content depends only on the seed and its size)."""
+        """The pool of ``kind``, at least :func:`pool_size` ``(n)`` long. It grows by whole chunks
+        of ``2**20`` numbers, each a function of the seed, the kind and its index only: a
+        prefix never changes, so what a sample reads does not depend on what ran before it in
+        this process."""
         with self.lock:
             array = self.arrays.get(kind)
-            if array is None or array.numel() < 2 * n:
-                size = max(_MIN_POOL, 1 << (2 * n - 1).bit_length())
-                array = _generate(kind, size, self.seed)
+            need = pool_size(n)
+            if array is None or array.numel() < need:
+                parts = [] if array is None else [array]
+                parts += [
+                    _generate(kind, _MIN_POOL, self.seed, index)
+                    for index in range(
+                        sum(p.numel() for p in parts) // _MIN_POOL, need // _MIN_POOL
+                    )
+                ]
+                array = torch.cat(parts)
                 self.arrays[kind] = array
             return array
+
+
+def pool_size(n: int) -> int:
+    """The part of a pool that ``n`` numbers are read from: at least twice ``n`` (so their
+    offsets vary), a power of two of at least ``2**20``."""
+    return max(_MIN_POOL, 1 << (2 * n - 1).bit_length())
 
 
 class SampleRandom:
@@ -132,7 +148,7 @@ class SampleRandom:
         """``like.numel()`` numbers of ``kind`` in ``like``'s shape (a view of a pool)."""
         n = like.numel()
         pool = self.pools.pool(kind, n)
-        start = self.offsets.randrange(pool.numel() - n + 1)
+        start = self.offsets.randrange(pool_size(n) - n + 1)  # the same whatever ran before
         return pool[start : start + n].view(like.shape)
 
 

@@ -125,3 +125,12 @@ def test_a_pool_grows_for_a_tensor_larger_than_it() -> None:
     assert taken.shape == big.shape
     assert int(taken.min()) >= 0
     assert int(taken.max()) < 1 << 16
+
+
+def test_what_a_sample_reads_does_not_depend_on_what_ran_before_it() -> None:
+    small = torch.empty(1000)
+    Pools._cache.clear()
+    fresh = _draw(3, 0).take("normal", small).clone()
+    Pools._cache.clear()
+    _draw(3, 7).take("normal", torch.empty(3 << 20))  # grows the pool first
+    assert torch.equal(_draw(3, 0).take("normal", small), fresh)
