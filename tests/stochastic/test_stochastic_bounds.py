@@ -104,7 +104,8 @@ def test_a_correct_model_is_roundoff_and_a_planted_bug_is_caught(dtype: torch.dt
     reference = mlp_in(torch.float64, x, model)
     out = mlp_in(dtype, x, model)
     b = stochastic_bounds(mlp_in, dtype, x, model, seed=4)
-    verdict = fp.classify(out, reference, bounds=b)
+    # the bfloat16 estimate resolves a relative deviation of about 0.1, the default threshold
+    verdict = fp.classify(out, reference, bounds=b, max_resolution=0.25)
     assert verdict.kind == "roundoff", verdict.report()
     u = 2.0 ** -{torch.bfloat16: 8, torch.float16: 11, torch.float32: 24}[dtype]
     model.bug = 64 * u
