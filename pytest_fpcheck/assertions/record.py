@@ -1,5 +1,6 @@
 """Where verdicts go for the run report: a per-thread list the pytest layer collects after each
 test (the plugin reads and clears it; without the plugin it grows only while someone listens).
+A module-by-module comparison goes there too, as one entry.
 A collector may ask for more than the verdict: ``collecting(describe)`` calls
 ``describe(verdict, *arrays)`` with the arrays compared, when the verdict is made, and keeps what
 it returns by verdict (the run report's plot points; the pytest layer passes the function, so
@@ -13,12 +14,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .modules.result import ModuleComparison
     from .verdict import Verdict
 
 __all__ = ["Collected", "collecting", "record_verdict"]
 
 
-class Collected(list["Verdict"]):
+class Collected(list["Verdict | ModuleComparison"]):
     """The verdicts collected, in order; ``elements`` maps ``id(verdict)`` to what
     ``describe`` said of its arrays (when it said anything)."""
 
@@ -36,7 +38,7 @@ class _Sink(threading.local):
 _SINK = _Sink()
 
 
-def record_verdict(verdict: Verdict, *arrays: Any) -> None:
+def record_verdict(verdict: Verdict | ModuleComparison, *arrays: Any) -> None:
     """Hand a verdict to every active collector on this thread, with the arrays it compared
     (``actual, expected, bounds, expected_bounds``) for a collector's ``describe``."""
     for collected in _SINK.lists:
