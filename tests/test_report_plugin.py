@@ -362,11 +362,14 @@ def test_a_tests_own_isolation_reaches_the_report(pytester: pytest.Pytester) -> 
     result.stdout.fnmatch_lines(["*= fpcheck: isolated causes =*"])
 
 
-def test_pytest_html_shows_the_findings(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [["-p", "no:xdist"], ["-n", "2"]], ids=["serial", "xdist"])
+def test_pytest_html_shows_the_findings(pytester: pytest.Pytester, workers: list[str]) -> None:
     pytest.importorskip("pytest_html")
+    if "-n" in workers:
+        pytest.importorskip("xdist")
     pytester.makepyfile(test_outcomes=OUTCOMES)
     result = pytester.runpytest_subprocess(
-        "-p", "no:xdist", "--fpcheck", "--html=page.html", "--self-contained-html",
+        *workers, "--fpcheck", "--html=page.html", "--self-contained-html",
         "-k", "passes or expects_a_bug or test_fails",
     )  # fmt: skip
     result.assert_outcomes(passed=2, failed=1, xpassed=1)
