@@ -264,6 +264,31 @@ def test_every_test_has_its_outcome_and_a_failure_its_traceback_and_output(
     }
 
 
+TEARDOWN = """
+import pytest
+
+
+@pytest.fixture
+def leaves_a_mess():
+    yield
+    raise RuntimeError("teardown broke")
+
+
+def test_passes_then_its_teardown_fails(leaves_a_mess):
+    print("the body ran")
+"""
+
+
+def test_a_failing_teardown_makes_an_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_teardown=TEARDOWN)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "--fpcheck-report=run.json")
+    result.assert_outcomes(passed=1, errors=1)
+    [test] = checked(pytester.path / "run.json")["tests"]
+    assert (test["outcome"], test["when"]) == ("error", "teardown")
+    assert "teardown broke" in test["traceback"]
+    assert {"name": "Captured stdout call", "text": "the body ran\n"} in test["output"]
+
+
 TRACKED = """
 import pytest
 import torch
