@@ -61,7 +61,8 @@ _FLOAT64 = FORMATS["float64"]
 _NARROW = {dtype for dtype, fmt in _FORMATS.items() if fmt.precision < _FLOAT32.precision}
 
 #: functional packet names whose floating results are exact functions of their operands
-#: (or random draws): never perturbed; names ending in ``_copy`` (view copies) too
+#: (or random draws), or that change only a tensor's metadata or storage (``set_``, in-place
+#: views): never perturbed; names ending in ``_copy`` (view copies) too
 EXACT = frozenset(
     {
         "aten.abs",
@@ -142,6 +143,15 @@ EXACT = frozenset(
         "aten.unfold",
         "aten.zero",
         "aten.zeros_like",
+        "aten.set",
+        "aten.resize",
+        "aten.resize_as",
+        "aten.as_strided",
+        "aten.detach",
+        "aten.t",
+        "aten.transpose",
+        "aten.squeeze",
+        "aten.unsqueeze",
         "aten.bernoulli",
         "aten.exponential",
         "aten.native_dropout",
