@@ -259,7 +259,8 @@ def test_an_operation_both_lack_shows_the_arb_error() -> None:
 def test_torch_unsupported_operation_is_named() -> None:
     message = (
         "the arb oracle cannot evaluate operation 'aten.cumsum.default': it has no arb rule "
-        "(arithmetic supported: _log_softmax, _safe_softmax, _softmax, abs, add, add_, addmm, "
+        "(arithmetic supported: _log_softmax, _safe_softmax, "
+        "_scaled_dot_product_flash_attention_for_cpu, _softmax, abs, add, add_, addmm, "
         "amax, amin, atan, baddbmm, bmm, clamp, clamp_max, clamp_min, convolution, copy_, cos, "
         "cosh, div, div_, dot, erf, erfc, exp, expm1, fill_, gelu, log, log1p, masked_fill, max, "
         "maximum, mean, min, minimum, mm, mul, mul_, mv, native_layer_norm, neg, pow, reciprocal, "
