@@ -104,7 +104,12 @@ class Imprecise(Exception):
 
 @contextmanager
 def working_precision(bits: int) -> Iterator[None]:
-    """Arb's global working precision set to ``bits`` inside the block, restored after it."""
+    """Arb's global working precision set to ``bits`` inside the block, restored after it.
+
+    The precision is python-flint's process-wide context: evaluations on several threads at once
+    (``dual_delta(executor=ThreadPoolExecutor())``) may run at one another's precision. Their
+    balls stay enclosures at any precision, and :func:`adaptive` checks the result's width after
+    the evaluation, so this costs at most a retry, never a wrong ball."""
     saved = ctx.prec
     ctx.prec = bits
     try:

@@ -413,3 +413,15 @@ def test_fused_cpu_attention_matches_mpmath_at_100_digits(mask: str) -> None:
             row.append(mpmath.log(mpmath.fsum(mpmath.exp(s) for _, s in scores)))
             expected.append([float(e) for e in row])
     np.testing.assert_array_equal(arb_oracle(reference)(q, k, v), np.array(expected))
+
+
+def test_exact_reference_passes_keyword_arguments_and_integer_tensors() -> None:
+    x = torch.tensor([1.0, 2.0, 4.0])
+    index = torch.tensor([2, 0])
+
+    def reference(t: Any, picks: Any, *, scale: float) -> Any:
+        return t[picks] / scale
+
+    bounds = fp.exact_reference(reference, x, index, scale=3.0)
+    assert bounds.value.tolist() == [4 / 3, 1 / 3]
+    np.testing.assert_array_equal(bounds.hi, np.nextafter(bounds.lo, np.inf))  # 1 ULP: 4/3
