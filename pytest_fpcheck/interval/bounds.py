@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 
 __all__ = ["MODES", "Bounds", "Estimate", "Provenance", "contains"]
 
-#: how a Bounds was obtained: proven, tighter with a documented confidence, or estimated from
-#: stochastic runs (:func:`pytest_fpcheck.stochastic.stochastic_bounds`)
-MODES = ("rigorous", "probabilistic", "stochastic")
+#: how a Bounds was obtained: proven, tighter with a documented confidence, estimated from
+#: stochastic runs (:func:`pytest_fpcheck.stochastic.stochastic_bounds`), or an enclosure of the
+#: exact result itself (:func:`pytest_fpcheck.oracle.exact.exact_reference`)
+MODES = ("rigorous", "probabilistic", "stochastic", "exact")
 
 _PROVENANCE_KEPT = 5
 
@@ -99,7 +100,9 @@ class Bounds:
     array's own dtype and ``format`` its :class:`~pytest_fpcheck.formats.Format`; ``mode`` is
     ``"rigorous"``, ``"probabilistic"`` or ``"stochastic"`` (then ``estimate`` holds the
     statistics, ``value`` is the samples' mean, and ``[lo, hi]`` holds the exact result and a
-    new run's result at the estimate's confidence: estimated, not proven); ``notes`` says
+    new run's result at the estimate's confidence: estimated, not proven) or ``"exact"`` (from
+    ``fp.exact_reference``: ``[lo, hi]`` encloses the exact result, ``value`` is it rounded to
+    nearest, ``dtype`` float64); ``notes`` says
     anything a reader of a verdict should know about how the bounds were obtained.
     """
 
