@@ -50,7 +50,7 @@ _PARAMETER_SET = type(pytest.param(None))  # what pytest.param returns
 
 _MARKERS = (
     "fpcheck(**overrides): per-test overrides of the fpcheck options "
-    "(nonfinite=, alpha=, dual_delta_n=, oracle=, seed=, isolate=)",
+    "(nonfinite=, alpha=, dual_delta_n=, oracle=, seed=, isolate=, max_resolution=)",
     "dual_delta(custom, reference, inputs, oracle=, n=, params=[...]): a dual-delta accuracy "
     "test of custom against reference; one test per entry of params",
 )
@@ -221,6 +221,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
     from .assertions.record import collecting
     from .assertions.sink import collecting as collecting_results
+    from .assertions.threshold import run_default
     from .report.points import element_points
 
     settings = item.config.stash[SETTINGS_KEY]
@@ -229,6 +230,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     escaped: BaseException | None = None
     with ExitStack() as stack:
         verdicts = stack.enter_context(collecting(element_points))
+        stack.enter_context(run_default(test_settings.max_resolution))
         if test_settings.enabled and "torch" in sys.modules:  # nothing to track otherwise
             from .tracking.track import track
 
@@ -299,6 +301,9 @@ def _add_results(
     elements = getattr(verdicts, "elements", {})
     resolve = functools.partial(_source_path, item)
     for verdict in verdicts:
+        if hasattr(verdict, "judged"):  # a ModuleComparison: its calls' verdicts
+            _add_module_comparison(item, verdict, id(verdict) not in uncaught)
+            continue
         record = verdict_record(verdict)
         if verdict.kind == "bug" and id(verdict) not in uncaught:
             record["caught"] = True
@@ -316,6 +321,24 @@ def _add_results(
             _add_entry(item.config, kind, item.nodeid, record)
         else:
             _add_entry(item.config, kind, item.nodeid, record_of(kind, result, context))
+
+
+def _add_module_comparison(item: pytest.Item, comparison: Any, caught: bool) -> None:
+    """fp.compare_modules: each judged tensor of each module call as a verdict entry naming
+    its module (``module``, ``module_class``, ``call``, ``label``); a report that has a
+    ``modules`` kind gets the comparison's own record too."""
+    from .report.kinds import kind_named
+    from .report.records import verdict_record
+
+    for call, label, verdict in comparison.judged():
+        record = verdict_record(
+            verdict, module=call.name, module_class=call.module_class, call=call.index, label=label
+        )
+        if verdict.kind == "bug" and caught:
+            record["caught"] = True
+        _add_entry(item.config, "verdicts", item.nodeid, record)
+    if kind_named("modules") is not None:
+        _add_entry(item.config, "modules", item.nodeid, comparison.to_dict())
 
 
 def _add_entry(config: pytest.Config, kind: str, test_id: str, record: dict[str, Any]) -> None:

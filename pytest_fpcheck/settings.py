@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .assertions.threshold import DEFAULT_MAX_RESOLUTION, parse_max_resolution
 from .errors import InvalidArgument
 
 __all__ = ["NONFINITE_MODES", "OPTIONS", "ORACLES", "IniType", "Option", "Settings"]
@@ -163,6 +164,16 @@ OPTIONS: tuple[Option, ...] = (
         switch=True,
         ini_type="bool",
     ),
+    Option(
+        "max_resolution",
+        "fpcheck_max_resolution",
+        "--fpcheck-max-resolution",
+        "0.1",
+        "the worst resolution (relative deviation an enclosure flags, median over the elements) "
+        "a 'roundoff' verdict may have; a wider enclosure is 'inconclusive' (below 0.5)",
+        parse_max_resolution,
+        ini_type="float",
+    ),
 )
 _BY_FIELD = {option.field: option for option in OPTIONS}
 
@@ -179,6 +190,7 @@ class Settings:
     seed: int = 0
     isolate: bool = False
     probe: bool = False
+    max_resolution: float = DEFAULT_MAX_RESOLUTION
 
     @classmethod
     def from_text(cls, values: dict[str, Any]) -> Settings:

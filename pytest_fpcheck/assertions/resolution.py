@@ -23,21 +23,25 @@ verdict always comes from an enclosure that flags a factor of 2 on at least half
 The default, :data:`DEFAULT_MAX_RESOLUTION` (0.1), says: a verdict that could not tell a 10%
 error from round-off on the median element proves nothing worth the name. A run sets its own
 default with the ``fpcheck_max_resolution`` ini option (``--fpcheck-max-resolution``), which the
-plugin installs around each test with :func:`run_default`.
+plugin installs around each test with :func:`~.threshold.run_default` (:mod:`.threshold`, free of
+NumPy, holds the threshold and its checks).
 
 This module imports NumPy only.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ..errors import InvalidArgument
+from .threshold import (
+    DEFAULT_MAX_RESOLUTION,
+    FACTOR_TWO,
+    check_max_resolution,
+    current_max_resolution,
+    run_default,
+)
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -52,14 +56,6 @@ __all__ = [
     "run_default",
 ]
 
-DEFAULT_MAX_RESOLUTION = 0.1
-#: a factor of 2 either way (2 * value, value / 2) is a relative deviation of at least 1/2
-FACTOR_TWO = 0.5
-
-_RUN_DEFAULT: contextvars.ContextVar[float] = contextvars.ContextVar(
-    "fpcheck_max_resolution", default=DEFAULT_MAX_RESOLUTION
-)
-
 
 class Resolution(NamedTuple):
     """The summary of an enclosure's relative reach over the judged elements (module
@@ -71,33 +67,6 @@ class Resolution(NamedTuple):
     factor2: float
     unbounded: int
     judged: int
-
-
-def check_max_resolution(value: object, name: str = "max_resolution") -> float:
-    """``value`` as a threshold: a number in ``(0, 1/2)``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < FACTOR_TWO:
-        raise InvalidArgument(
-            name,
-            value,
-            "a relative deviation strictly between 0 and 0.5 (above it a 'roundoff' verdict "
-            "could come from an enclosure that cannot reject a factor of 2)",
-        )
-    return float(value)
-
-
-def current_max_resolution(value: float | None = None) -> float:
-    """``value`` checked, or the run's default when it is None."""
-    return _RUN_DEFAULT.get() if value is None else check_max_resolution(value)
-
-
-@contextlib.contextmanager
-def run_default(value: float) -> Iterator[None]:
-    """Make ``value`` the default threshold inside the block (the plugin, around each test)."""
-    token = _RUN_DEFAULT.set(check_max_resolution(value, "fpcheck_max_resolution"))
-    try:
-        yield
-    finally:
-        _RUN_DEFAULT.reset(token)
 
 
 def _reach(

@@ -184,9 +184,9 @@ def test_the_comparison_goes_to_the_report_sink() -> None:
     assert (record["kind"], record["first_bug"], record["isolate"]) == ("roundoff", None, True)
     assert [c["name"] for c in record["calls"]] == [c.name for c in comparison.calls]
     assert record["calls"][2]["verdicts"][0]["label"] == "output"
-    rows = comparison.verdict_records()
-    assert {(r["module"], r["label"]) for r in rows} >= {("inner.act", "output")}
-    assert {r["kind"] for r in rows} <= {"exact", "roundoff"}
+    judged = list(comparison.judged())
+    assert {(call.name, label) for call, label, _ in judged} >= {("inner.act", "output")}
+    assert {verdict.kind for _, _, verdict in judged} <= {"exact", "roundoff"}
 
 
 def test_a_call_the_reference_did_not_make_is_a_bug() -> None:

@@ -21,6 +21,7 @@ differs).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -222,20 +223,12 @@ class ModuleComparison:
             "enclosures too wide to tell round-off from a bug, and no call is a bug"
         )
 
-    def verdict_records(self) -> list[dict[str, Any]]:
-        """Each judged tensor's verdict record with its module (``module``, ``module_class``,
-        ``call``, ``label``): the comparison as verdict entries of the run report."""
-        return [
-            {
-                **verdict.to_dict(),
-                "module": call.name,
-                "module_class": call.module_class,
-                "call": call.index,
-                "label": label,
-            }
-            for call in self.calls
-            for label, verdict in call.verdicts
-        ]
+    def judged(self) -> Iterator[tuple[ModuleCall, str, Verdict]]:
+        """Every judged tensor of every call: ``(call, label, verdict)``, in order (the run
+        report shows each as a verdict naming its module)."""
+        for call in self.calls:
+            for label, verdict in call.verdicts:
+                yield call, label, verdict
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable record of the comparison (for the run report)."""
