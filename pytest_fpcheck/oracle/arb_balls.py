@@ -402,12 +402,13 @@ def nearest(values: Balls) -> NDArray[np.float64]:
 def _outward(points: Balls, direction: float) -> NDArray[np.float64]:
     """Exact points rounded toward ``direction`` (-inf: down, +inf: up)."""
     rounded = _round_points(points)
-    for index in np.flatnonzero(np.isfinite(rounded)):
-        value = rounded.flat[index]
-        point = points.flat[index]
-        off = arb(value) > point if direction < 0 else arb(value) < point
-        if off:
-            rounded.flat[index] = np.nextafter(value, direction)
+    finite = np.isfinite(rounded)
+    candidates = np.asarray(_ARB(rounded[finite]), dtype=object)  # exact, as points
+    beyond = np.greater if direction < 0 else np.less  # arb comparisons of points are decided
+    off = np.asarray(beyond(candidates, points[finite]), dtype=bool)
+    stepped = rounded[finite]
+    stepped[off] = np.nextafter(stepped[off], direction)
+    rounded[finite] = stepped
     overflowed = np.isinf(rounded) & (np.sign(rounded) != np.sign(direction))
     rounded[overflowed] = np.copysign(np.finfo(np.float64).max, rounded[overflowed])
     return rounded

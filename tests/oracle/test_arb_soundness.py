@@ -192,3 +192,22 @@ def test_model_operation_balls_contain_mpmath_at_100_digits(name: str) -> None:
                     assert_contains(ball, value)
 
     check()
+
+
+@EXAMPLES
+@given(st.tuples(operands, operands).filter(lambda pair: pair[1] != 0.0))
+def test_enclosure_ends_are_the_nearest_floats_outside_the_ball(pair: tuple[float, float]) -> None:
+    a, b = pair
+    quotient = at_low_precision(lambda: to_ball_array(np.array([a])) / b)
+    lo, hi = balls.enclosure(quotient)
+    lower = fraction_of_point(quotient[0].lower())
+    upper = fraction_of_point(quotient[0].upper())
+    largest = np.finfo(np.float64).max
+    if math.isfinite(lo[0]):
+        assert Fraction(lo[0]) <= lower
+        up = np.nextafter(lo[0], np.inf)
+        assert lo[0] == largest or not math.isfinite(up) or Fraction(up) > lower
+    if math.isfinite(hi[0]):
+        assert upper <= Fraction(hi[0])
+        down = np.nextafter(hi[0], -np.inf)
+        assert hi[0] == -largest or not math.isfinite(down) or Fraction(down) < upper
