@@ -23,6 +23,7 @@ __all__ = [
     "InvalidArgument",
     "NonFiniteAppeared",
     "NonFiniteWarning",
+    "OutOfBoundsAccess",
     "RoundoffMismatch",
     "StaleBoundsError",
     "UnsupportedOperation",
@@ -90,6 +91,30 @@ class UnsupportedOperation(FPCheckError):
             "or run this code outside fp.track()"
         )
         super().__init__(f"no interval rule for operation {op!r}{location}: {advice}.")
+
+
+class OutOfBoundsAccess(FPCheckError):
+    """A Triton kernel loaded or stored outside every tensor argument: a bug in the kernel (a
+    Type-II finding, like a wrong mask), not a missing rule (API section 9). Names the kernel
+    and its source line (``where``), the pointer argument nearest the address (``argument``),
+    the offending element offset from that argument's first element (``offset``, negative
+    before it) and the argument's extent in elements (``extent``)."""
+
+    def __init__(
+        self, kernel: str, *, where: str, argument: str, offset: int, extent: int, access: str
+    ) -> None:
+        self.kernel = kernel
+        self.where = where
+        self.argument = argument
+        self.offset = offset
+        self.extent = extent
+        side = "before the start of" if offset < 0 else "past the end of"
+        super().__init__(
+            f"Triton kernel {kernel!r} made an out-of-bounds {access} at {where}: element "
+            f"offset {offset} of pointer argument {argument!r}, {side} its tensor "
+            f"({extent} elements, valid offsets 0 to {extent - 1}); the kernel's mask or "
+            "index arithmetic is wrong."
+        )
 
 
 class RoundoffMismatch(FPCheckError, AssertionError):

@@ -211,7 +211,11 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
 
         tensors = tensors_of(list(args)) + tensors_of(list(kwargs.values()))
         kernel = getattr(self.fn, "__name__", "kernel")
-        memory = LaunchMemory(tensors) if tracker is not None else None
+        memory = None
+        if tracker is not None:
+            named = [*zip(getattr(self, "arg_names", ()), args, strict=False), *kwargs.items()]
+            names = {id(t): name for name, value in named for t in tensors_of(value)}
+            memory = LaunchMemory(tensors, kernel=kernel, names=names)
         state = Launch(kernel, memory, tracker.mode if tracker else "rigorous", watch)
         STATE.launch = state
         try:

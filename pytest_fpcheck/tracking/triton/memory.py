@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ...adapters.torch import dtype_format, internal
-from ...errors import StaleBoundsError, UnsupportedOperation
+from ...errors import OutOfBoundsAccess, StaleBoundsError, UnsupportedOperation
 from ...formats import Format
 from ...interval.bounds import Provenance, contains
 from ...interval.core import Interval, gamma
@@ -65,6 +65,11 @@ class Region:
     notes: list[str] = field(default_factory=list)
     written: bool = False
     atomics: _Atomics | None = None
+    #: the pointer argument's name in the kernel's signature
+    name: str = "argument"
+    #: which elements the launch stored to (None before its first store): the others keep
+    #: whatever they held, NaN included, and the interpreter is only judged on these
+    stored: np.ndarray | None = None
 
     @property
     def length(self) -> int:
@@ -103,37 +108,70 @@ class Region:
 class LaunchMemory:
     """The regions of one kernel launch, addressed by pointer values."""
 
-    def __init__(self, tensors: list[torch.Tensor]) -> None:
+    def __init__(
+        self,
+        tensors: list[torch.Tensor],
+        *,
+        kernel: str = "kernel",
+        names: dict[int, str] | None = None,
+    ) -> None:
+        """``names``: the pointer arguments' names by ``id`` of their tensors (for the message
+        of an out-of-bounds access)."""
         regions: dict[int, Region] = {}
+        names = names or {}
         for t in tensors:
             storage = t.untyped_storage()
             if storage.nbytes() == 0 or storage.data_ptr() in regions:
                 continue
             regions[storage.data_ptr()] = Region(
-                t, storage.data_ptr(), storage.nbytes(), t.element_size(), dtype_format(t.dtype)
+                t,
+                storage.data_ptr(),
+                storage.nbytes(),
+                t.element_size(),
+                dtype_format(t.dtype),
+                name=names.get(id(t), f"argument {len(regions)}"),
             )
+        self.kernel = kernel
         self.regions = sorted(regions.values(), key=lambda r: r.base)
         self._bases = np.array([r.base for r in self.regions], dtype=np.uint64)
 
+    def _out_of_bounds(self, address: int, number: int, where: str, access: str) -> None:
+        """Raise :class:`OutOfBoundsAccess` for ``address``, which lies in no region: named
+        after the region it lies past the end of (``number``), or the first one it precedes."""
+        region = self.regions[max(number, 0)]
+        start = region.owner.data_ptr()
+        extent = (region.base + region.nbytes - start) // region.itemsize
+        raise OutOfBoundsAccess(
+            self.kernel,
+            where=where,
+            argument=region.name,
+            offset=(address - start) // region.itemsize,
+            extent=extent,
+            access=access,
+        )
+
     def _locate(
-        self, addresses: np.ndarray, fmt: Format | None, itemsize: int, where: str
+        self,
+        addresses: np.ndarray,
+        fmt: Format | None,
+        itemsize: int,
+        where: str,
+        access: str = "load",
     ) -> list[tuple[Region, np.ndarray, np.ndarray]]:
-        """(region, lane mask, element index) for each region the addresses fall in."""
+        """(region, lane mask, element index) for each region the addresses fall in; an address
+        in none raises :class:`OutOfBoundsAccess`."""
         flat = addresses.reshape(-1)
         which = np.searchsorted(self._bases, flat, side="right").astype(np.int64) - 1
         found = []
         for number in np.unique(which):
             lanes = which == number
             if number < 0:
-                raise UnsupportedOperation(
-                    "a load or store outside every tensor argument", where=where, how=_OUTSIDE
-                )
+                self._out_of_bounds(int(flat[lanes].max()), -1, where, access)
             region = self.regions[int(number)]
             offsets = flat[lanes] - np.uint64(region.base)
-            if (offsets >= np.uint64(region.nbytes)).any():
-                raise UnsupportedOperation(
-                    "a load or store outside every tensor argument", where=where, how=_OUTSIDE
-                )
+            outside = offsets >= np.uint64(region.nbytes)
+            if outside.any():
+                self._out_of_bounds(int(flat[lanes][outside].min()), int(number), where, access)
             if itemsize != region.itemsize or (offsets % np.uint64(itemsize)).any():
                 self._check_reinterpretable(region, where)
             if fmt is not None and region.fmt is not None and fmt.name != region.fmt.name:
@@ -216,10 +254,13 @@ class LaunchMemory:
         v_lo = np.broadcast_to(value.lo, shape).reshape(-1)[lanes_on]
         v_hi = np.broadcast_to(value.hi, shape).reshape(-1)[lanes_on]
         for region, lanes, index in self._locate(
-            addresses.reshape(-1)[lanes_on], fmt, itemsize, where
+            addresses.reshape(-1)[lanes_on], fmt, itemsize, where, "store"
         ):
             region.load_bounds()
             region.written = True
+            if region.stored is None:
+                region.stored = np.zeros(region.length, dtype=bool)
+            region.stored[index] = True
             yield region, index, v_lo[lanes], v_hi[lanes]
 
     def store(
@@ -335,8 +376,10 @@ class LaunchMemory:
             )
             with internal(), torch.no_grad():
                 values = region.flat().detach().to(torch.float64).numpy()
-            wrong += int((~contains(region.lo, region.hi, values)).sum())
-            total += values.size
+            stored = region.stored if region.stored is not None else np.zeros(values.size, bool)
+            wrong += int((~contains(region.lo, region.hi, values) & stored).sum())
+            total += int(stored.sum())
+            interval = _kept(interval, stored, values)
             STORE.write(
                 region.flat(),
                 interval,
@@ -357,10 +400,16 @@ class LaunchMemory:
             )
 
 
-_OUTSIDE = (
-    "every pointer a tracked kernel uses must point into one of its tensor arguments; "
-    "run this kernel outside fp.track()"
-)
+def _kept(interval: Interval, stored: np.ndarray, values: np.ndarray) -> Interval:
+    """The enclosure of a region after a launch: elements the launch never stored keep what
+    they held; one of those holding a NaN the kernel never wrote (``torch.empty`` memory) gets
+    the whole line, the enclosure that admits NaN, rather than a point NaN no value lies in."""
+    kept_nan = ~stored & np.isnan(values)
+    if not kept_nan.any():
+        return interval
+    return Interval(
+        np.where(kept_nan, -np.inf, interval.lo), np.where(kept_nan, np.inf, interval.hi)
+    )
 
 
 def tensors_of(value: Any) -> list[torch.Tensor]:

@@ -49,8 +49,9 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
 
 
 def as_tensor(array: Array) -> torch.Tensor:
-    """A tensor over (a contiguous copy of) a NumPy array."""
-    return torch.from_numpy(np.ascontiguousarray(array))
+    """A tensor over (a contiguous copy of) a NumPy array, of the array's shape (0-d stays 0-d:
+    ``np.ascontiguousarray`` alone returns at least one dimension)."""
+    return torch.from_numpy(np.ascontiguousarray(array).reshape(np.shape(array)))
 
 
 def dims(dim: Any, ndim: int) -> tuple[int, ...]:
