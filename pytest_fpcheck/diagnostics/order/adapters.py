@@ -79,7 +79,9 @@ def _name(fn: Callable[..., Any]) -> str:
 
 
 def _backend(fn: Any, backend: str | None) -> str:
-    """The backend named, or the one ``fn``'s module belongs to (free: nothing is imported)."""
+    """The backend named, or the one ``fn``'s module belongs to (free: nothing is imported):
+    ``torch`` for torch's functions, ``python`` for the standard library's and the builtins,
+    and NumPy arrays for anything else, a function of the user's own module included."""
     if not callable(fn):
         raise InvalidArgument("fn", fn, "a callable")
     if backend is not None:
@@ -90,17 +92,9 @@ def _backend(fn: Any, backend: str | None) -> str:
     root = (module or "").split(".")[0]
     if root == "torch":
         return "torch"
-    if root in ("numpy", "ml_dtypes"):
-        return "numpy"
     if root in _PYTHON_MODULES:
         return "python"
-    raise InvalidArgument(
-        "backend",
-        backend,
-        "one of 'numpy', 'torch', 'python'",
-        hint=f"The arrays {_name(fn)} takes cannot be told from its module {module!r}; "
-        "pass backend='torch' for a function of torch tensors (Triton launches included).",
-    )
+    return "numpy"
 
 
 def _converter(backend: str, device: Any) -> Callable[[NDArray[Any]], Any]:
@@ -139,7 +133,8 @@ def sum_of(
 
     ``backend`` is ``'numpy'``, ``'torch'`` (``device`` says where the tensor goes) or
     ``'python'`` (``fn`` gets a list of floats); by default it is read from ``fn``'s module
-    (``numpy.sum``, ``torch.sum``, ``math.fsum``, ``sum``). ``accumulator`` names the format ``fn``
+    (``torch.sum``: torch; ``math.fsum``, ``sum``: python), and is NumPy for any other function
+    (``numpy.sum``, or one of the user's own). ``accumulator`` names the format ``fn``
     adds in when it is wider than the input (``'float32'`` for ``torch.sum`` of bfloat16): the
     masks must swamp partial sums in that format.
     """
