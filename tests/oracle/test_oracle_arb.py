@@ -425,3 +425,26 @@ def test_exact_reference_passes_keyword_arguments_and_integer_tensors() -> None:
     bounds = fp.exact_reference(reference, x, index, scale=3.0)
     assert bounds.value.tolist() == [4 / 3, 1 / 3]
     np.testing.assert_array_equal(bounds.hi, np.nextafter(bounds.lo, np.inf))  # 1 ULP: 4/3
+
+
+def test_numpy_casts_and_writes_that_would_round_are_refused() -> None:
+    def to_integers(x: np.ndarray) -> Any:
+        return x.astype(np.int64)
+
+    def into_float_array(x: np.ndarray) -> Any:
+        acc = np.zeros(x.shape)
+        np.add(acc, x, out=acc)
+        return acc
+
+    messages = {
+        to_integers: "the arb oracle cannot evaluate operation 'ndarray.astype(int64)': a "
+        "conversion of balls to a non-floating dtype has no rule. Pass oracle='fp64' or "
+        "oracle=<callable>.",
+        into_float_array: "the arb oracle cannot evaluate operation 'numpy.add(out=...)': it would "
+        "write balls into a float64 array and round them. Create the array from the inputs "
+        "(np.zeros_like(x)) inside the reference.",
+    }
+    for reference, message in messages.items():
+        with pytest.raises(UnsupportedOperation, match=re.escape(message)):
+            fp.exact_reference(reference, np.ones(2))
+    assert fp.exact_reference(lambda x: x.astype(np.float16) / 3, np.ones(1)).value[0] == 1 / 3
