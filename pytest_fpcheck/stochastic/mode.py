@@ -48,7 +48,13 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..formats import FORMATS, Format
 from .accumulation import accumulation_sigma
-from .rounding import SampleRandom, add_noise, perturb_in_place_format, round_stochastic
+from .rounding import (
+    SampleRandom,
+    add_noise,
+    in_range,
+    perturb_in_place_format,
+    round_stochastic,
+)
 
 __all__ = ["EXACT", "StochasticMode"]
 
@@ -282,6 +288,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.draw = draw
         self.ops = 0
         self.overflowed: str | None = None
+        self._suspect = False
 
     def __torch_dispatch__(
         self,
@@ -298,8 +305,14 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         floating = [v for v in flat if isinstance(v, torch.Tensor) and v.dtype in _FORMATS]
         if not floating:
             return func(*args, **kwargs)
+        self._suspect = False
         result = self._handle(func, functional, mutable, flat, floating, args, kwargs)
-        if self.overflowed is None and not _all_finite(result) and all(map(_all_finite, floating)):
+        if (
+            self._suspect  # some result was not finite, or could round beyond the range
+            and self.overflowed is None
+            and not _all_finite(result)
+            and all(map(_all_finite, floating))
+        ):
             self.overflowed = functional
         return result
 
@@ -386,14 +399,24 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         sigma = accumulation_sigma(functional, args, kwargs, wide, accumulator.unit_roundoff)
         if wide.dtype != target and _narrower(target, wide.dtype):
             value = wide if sigma is None else add_noise(wide, sigma, self.draw)
-            return round_stochastic(value, target, fmt, self.draw)
+            return self._onto(value, target, fmt)
         own = wide.to(target)
         if sigma is None:
+            self._suspect |= not in_range(own, fmt)
             return perturb_in_place_format(own, self.draw)
         if target == torch.float64:
-            return perturb_in_place_format(add_noise(own, sigma, self.draw), self.draw)
+            noisy = add_noise(own, sigma, self.draw)
+            self._suspect |= not in_range(noisy, fmt)
+            return perturb_in_place_format(noisy, self.draw)
         wider = torch.float64 if target == torch.float32 else torch.float32
-        return round_stochastic(add_noise(own.to(wider), sigma, self.draw), target, fmt, self.draw)
+        return self._onto(add_noise(own.to(wider), sigma, self.draw), target, fmt)
+
+    def _onto(self, value: torch.Tensor, target: torch.dtype, fmt: Format) -> torch.Tensor:
+        """``value`` stochastically rounded onto ``target``; a value that is not finite, or
+        that may round beyond the format's range, makes this operation suspect of overflow."""
+        finite = in_range(value, fmt)
+        self._suspect |= not finite
+        return round_stochastic(value, target, fmt, self.draw, finite=finite)
 
     def _round_outputs(
         self,
@@ -441,7 +464,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         wide = source.to(
             out.device, torch.float64 if source.dtype == torch.float64 else torch.float32
         )
-        value = round_stochastic(wide.expand(out.shape), out.dtype, _FORMATS[out.dtype], self.draw)
+        value = self._onto(wide.expand(out.shape), out.dtype, _FORMATS[out.dtype])
         self.ops += 1
         if func._schema.is_mutable:
             out.copy_(value)

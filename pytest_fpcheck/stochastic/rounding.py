@@ -53,6 +53,7 @@ __all__ = [
     "Pools",
     "SampleRandom",
     "add_noise",
+    "in_range",
     "perturb_in_place_format",
     "round_stochastic",
 ]
@@ -182,18 +183,35 @@ _TRUNCATIONS = {
 }
 
 
+def in_range(x: torch.Tensor, fmt: Format) -> bool:
+    """Is every value of ``x`` finite and at most ``fmt``'s largest finite value in magnitude
+    (one pass)? Then ``x`` holds no NaN to guard, and no rounding onto ``fmt`` overflows."""
+    if x.numel() == 0:
+        return True
+    low, high = (float(v) for v in torch.aminmax(x))
+    return math.isfinite(low) and math.isfinite(high) and max(-low, high) <= fmt.max_finite
+
+
 def round_stochastic(
-    x: torch.Tensor, dtype: torch.dtype, fmt: Format, draw: SampleRandom
+    x: torch.Tensor,
+    dtype: torch.dtype,
+    fmt: Format,
+    draw: SampleRandom,
+    *,
+    finite: bool | None = None,
 ) -> torch.Tensor:
     """``x`` (float32 or float64, wider than ``fmt``) stochastically rounded onto ``fmt``'s grid,
-    as a tensor of ``dtype``. Non-finite values are converted as they are."""
+    as a tensor of ``dtype``. Non-finite values are converted as they are. ``finite``: whether
+    ``x`` is known to be finite (None: find out)."""
     truncation = _TRUNCATIONS.get((x.dtype, dtype))
     if truncation is None:
         return _round_generic(x, fmt, draw).to(dtype)
     integer, dropped, pool = truncation
     bits = x.view(integer) + draw.take(pool, x)
     rounded = torch.bitwise_and(bits, -(1 << dropped)).view(x.dtype)
-    if not math.isfinite(x.sum(dtype=torch.float64)):  # a NaN's payload may carry: keep NaNs
+    if finite is None:
+        finite = math.isfinite(x.sum(dtype=torch.float64))
+    if not finite:  # a NaN's payload may carry: keep NaNs
         rounded = torch.where(torch.isnan(x), x, rounded)
     rounded = rounded.to(dtype)
     if fmt.emin <= _EMIN[x.dtype]:
