@@ -168,13 +168,16 @@ def pair(model: nn.Module, dtype: torch.dtype) -> tuple[nn.Module, nn.Module]:
 
 
 def plant_relative_error(model: nn.Module, path: str, relative: float) -> str:
-    """Make the module at ``path`` return its output times ``1 + relative`` (its own code: the
-    error is inside that module)."""
+    """Make the module at ``path`` return its output (the first of a tuple) times
+    ``1 + relative`` (its own code: the error is inside that module)."""
     module = model.get_submodule(path)
     forward = type(module).forward
 
-    def scaled(*args: object, **kwargs: object) -> torch.Tensor:
-        return forward(module, *args, **kwargs) * (1 + relative)
+    def scaled(*args: object, **kwargs: object) -> object:
+        out = forward(module, *args, **kwargs)
+        if isinstance(out, tuple):  # (hidden states, attention weights, ...): the first
+            return (out[0] * (1 + relative), *out[1:])
+        return out * (1 + relative)
 
     module.forward = scaled  # type: ignore[method-assign]
     return path
