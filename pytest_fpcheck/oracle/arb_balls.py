@@ -407,7 +407,8 @@ def _outward(points: Balls, direction: float) -> NDArray[np.float64]:
     beyond = np.greater if direction < 0 else np.less  # arb comparisons of points are decided
     off = np.asarray(beyond(candidates, points[finite]), dtype=bool)
     stepped = rounded[finite]
-    stepped[off] = np.nextafter(stepped[off], direction)
+    with np.errstate(over="ignore"):  # past the largest finite float: an infinity, rightly
+        stepped[off] = np.nextafter(stepped[off], direction)
     rounded[finite] = stepped
     overflowed = np.isinf(rounded) & (np.sign(rounded) != np.sign(direction))
     rounded[overflowed] = np.copysign(np.finfo(np.float64).max, rounded[overflowed])

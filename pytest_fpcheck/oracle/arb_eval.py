@@ -17,7 +17,8 @@ The rules:
 * :func:`exact_reference` returns the enclosure itself, as a :class:`~pytest_fpcheck.Bounds` of
   mode ``"exact"``: ``lo`` and ``hi`` are the balls' ends rounded outward to float64, ``value``
   the midpoints rounded to nearest. PyTorch references are also run in float64 on the way (the
-  dispatch mode computes both); where that float64 evaluation is off by more than 2**-26
+  dispatch mode computes both), NumPy ones once more on their arguments promoted to float64;
+  where that float64 evaluation is off by more than 2**-26
   (relative to the exact result, or absolute below 2**-1022) -- half of float64's significand
   lost, an error comparable with a float32 kernel's -- a note on the bounds calls the float64
   reference out, and every verdict judged against the bounds shows it.
@@ -242,6 +243,15 @@ def _float64_note(
     )
 
 
+def _numpy_float64(
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[NDArray[np.float64]]:
+    """The float64 evaluation of a NumPy function: on its arguments promoted to float64."""
+    result = function(*promote_arguments(args), **kwargs)
+    leaves = list(result) if isinstance(result, tuple) else [result]
+    return [np.asarray(leaf, dtype=np.float64) for leaf in leaves]
+
+
 def exact_reference(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """An enclosure of the mathematically exact result of ``fn(*args, **kwargs)``, every
     operation of ``fn`` carried out in Arb ball arithmetic: a :class:`~pytest_fpcheck.Bounds`
@@ -255,6 +265,7 @@ def exact_reference(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise InvalidArgument("fn", fn, "a callable fn(*args, **kwargs) returning its result")
     evaluation = _evaluate(fn, args, kwargs, balls.DEFAULT_REL_RADIUS, balls.DEFAULT_MAX_BITS)
     name = _name(fn)
+    float64 = evaluation.float64 or _numpy_float64(fn, args, kwargs)
     results = []
     for index, values in enumerate(evaluation.balls):
         lo, hi = balls.enclosure(values)
@@ -263,10 +274,9 @@ def exact_reference(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             f"the exact result of {name}: Arb ball arithmetic at {evaluation.bits} bits, every "
             f"finite ball's relative radius below {balls.DEFAULT_REL_RADIUS:.3g}"
         ]
-        if evaluation.float64 is not None:
-            note = _float64_note(name, evaluation.float64[index], value)
-            if note is not None:
-                notes.append(note)
+        note = _float64_note(name, float64[index], value)
+        if note is not None:
+            notes.append(note)
         results.append(
             Bounds(
                 lo=lo,
