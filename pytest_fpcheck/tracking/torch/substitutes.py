@@ -27,7 +27,17 @@ def _sdpa_math(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ATen's math path of scaled dot-product attention, in tracked operations, with the
     log-sum-exp of the scores that the fused CPU kernel also returns (untracked: it only feeds
-    autograd's backward pass, which tracking does not bound)."""
+    autograd's backward pass, which tracking does not bound).
+
+    Grouped-query attention (``enable_gqa=True``: fewer key/value heads than query heads) reaches
+    the fused kernel with the key and value heads as they are; query head h reads key/value head
+    h // (query heads / key-value heads), as ``repeat_interleave`` along the head dimension lays
+    them out (ATen's math path does exactly that), so the substitute repeats them first: copies,
+    whose bounds are the operands' own."""
+    if query.dim() >= 3 and key.dim() >= 3 and query.shape[-3] != key.shape[-3]:
+        repeats = query.shape[-3] // key.shape[-3]
+        key = key.repeat_interleave(repeats, dim=-3)
+        value = value.repeat_interleave(repeats, dim=-3)
     # decompose(): run the composite kernel, whose operations then reach the tracker one by one
     output, weights = torch.ops.aten._scaled_dot_product_attention_math.default.decompose(
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale
