@@ -452,3 +452,28 @@ def test_numpy_casts_and_writes_that_would_round_are_refused() -> None:
         with pytest.raises(UnsupportedOperation, match=re.escape(message)):
             fp.exact_reference(reference, np.ones(2))
     assert fp.exact_reference(lambda x: x.astype(np.float16) / 3, np.ones(1)).value[0] == 1 / 3
+
+
+def test_the_run_setting_names_the_arb_oracle_for_dual_delta_markers(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nfpcheck_oracle = arb\nfpcheck_dual_delta_n = 20\n")
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest
+        import torch
+
+        def inputs(rng):
+            return (torch.from_numpy(rng.standard_normal(32, dtype=np.float32)),)
+
+        @pytest.mark.dual_delta(
+            custom=lambda x: x.double().sum().float(),
+            reference=lambda x: x.sum(),
+            inputs=inputs,
+        )
+        def test_sum(dual_delta_result):
+            assert dual_delta_result.oracle == "arb"
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
