@@ -46,9 +46,20 @@ UNARY = [
     "expm1",
     "log1p",
     "rsqrt",
+    "sin",
+    "cos",
+    "tan",
+    "atan",
+    "atanh",
+    "erfinv",
+    "logit",
+    "pow_scalar",
 ]
 #: "iadd" and the like: the in-place variant (``x += y``) of the same operation
 BINARY = ["add", "sub", "mul", "div", "maximum", "where", "iadd", "isub", "imul", "idiv"]
+#: the element-wise updates of optimizers (Adam's moments and step): lerp on either side of its
+#: branch at 0.5, addcmul, addcdiv, in place as torch.optim runs them
+BINARY += ["lerp", "lerp_high", "addcmul", "addcdiv"]
 REDUCE = [
     "sum",
     "mean",
@@ -153,6 +164,14 @@ def run_torch(program: Program) -> torch.Tensor:
                 "expm1": torch.expm1,
                 "log1p": lambda v: torch.log1p(v.abs()),
                 "rsqrt": lambda v: torch.rsqrt(v.abs()),
+                "sin": torch.sin,
+                "cos": torch.cos,
+                "tan": torch.tan,
+                "atan": torch.atan,
+                "atanh": lambda v: torch.atanh(v.clamp(-0.875, 0.875)),
+                "erfinv": lambda v: torch.erfinv(v.clamp(-0.875, 0.875)),
+                "logit": lambda v: torch.logit(v.abs().clamp(0.0625, 0.9375)),
+                "pow_scalar": lambda v: 1.5 ** v.clamp(-64, 64),
             }[op](x)
         elif kind == "binary":
             x = {
@@ -166,6 +185,10 @@ def run_torch(program: Program) -> torch.Tensor:
                 "idiv": lambda a, b: a.clone().__itruediv__(b),
                 "maximum": torch.maximum,
                 "where": lambda a, b: torch.where(a > b, a, b * 0.5),
+                "lerp": lambda a, b: a.clone().lerp_(b, 0.3),
+                "lerp_high": lambda a, b: torch.lerp(a, b, 0.75),
+                "addcmul": lambda a, b: a.clone().addcmul_(a, b, value=0.3),
+                "addcdiv": lambda a, b: a.clone().addcdiv_(a, b, value=-0.5),
             }[op](x, y)
         elif kind == "reduce":
             x = {
@@ -248,6 +271,14 @@ def _rsqrt(v):
     return 1 / mpmath.sqrt(abs(v))
 
 
+def _clamp(v, limit):
+    return min(max(v, -mpmath.mpf(limit)), mpmath.mpf(limit))
+
+
+def _logit(v):
+    return mpmath.log(v / (1 - v))
+
+
 def run_exact(program: Program) -> np.ndarray:
     """The program without roundings; Undefined where mpmath cannot evaluate it."""
     try:
@@ -285,6 +316,14 @@ def _run_exact(program: Program) -> np.ndarray:
                 "expm1": _expm1,
                 "log1p": lambda v: mpmath.log1p(abs(v)),
                 "rsqrt": _rsqrt,
+                "sin": mpmath.sin,
+                "cos": mpmath.cos,
+                "tan": mpmath.tan,
+                "atan": mpmath.atan,
+                "atanh": lambda v: mpmath.atanh(_clamp(v, 0.875)),
+                "erfinv": lambda v: mpmath.erfinv(_clamp(v, 0.875)),
+                "logit": lambda v: _logit(min(max(abs(v), mpmath.mpf(0.0625)), mpmath.mpf(0.9375))),
+                "pow_scalar": lambda v: mpmath.mpf(1.5) ** _clamp(v, 64),
             }[op]
             x = _map(function, x)
         elif kind == "binary":
@@ -302,6 +341,10 @@ def _run_exact(program: Program) -> np.ndarray:
                         "mul": lambda a, b: a * b,
                         "div": _div,
                         "maximum": max,
+                        "lerp": lambda a, b: a + mpmath.mpf("0.3") * (b - a),
+                        "lerp_high": lambda a, b: a + mpmath.mpf("0.75") * (b - a),
+                        "addcmul": lambda a, b: a + mpmath.mpf("0.3") * a * b,
+                        "addcdiv": lambda a, b: a - half * _div(a, b),
                     }[op.removeprefix("i")],
                     otypes=[object],
                 )(x, y)
