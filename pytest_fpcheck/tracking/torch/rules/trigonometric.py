@@ -4,7 +4,8 @@ atan, atanh, erfinv, logit and ``pow`` of a scalar base (``base ** tensor``).
 * **sin, cos** are not monotone: the exact range over ``[lo, hi]`` is the hull of the endpoint
   values and of +-1 wherever the interval holds a maximum (pi/2 + 2k pi for sin) or minimum; a
   critical point is counted as held when it is within 1e-9 relative of the interval (erring
-  towards the wider range), and an interval as wide as 2 pi gives [-1, 1]. The library's error,
+  towards the wider range), and an interval as wide as 2 pi gives [-1, 1]; an infinite
+  argument gives NaN, the whole line. The library's error,
   ``ULP_ERRORS`` ULPs of the compute format relative to the largest magnitude of the range, plus
   the float64 evaluation's allowance, widens it (as
   :func:`pytest_fpcheck.interval.elementwise.library_function` does for monotone functions).
@@ -75,7 +76,9 @@ def _periodic(
         allowance = (2.0**-49 + ulps * compute.eps) * magnitude + ulps * compute.smallest_subnormal
         lo = np.maximum(down(low - allowance), -1.0)
         hi = np.minimum(up(high + allowance), 1.0)
-    return ew.everything_where_nan(Interval(lo, hi)).to_format(ctx.fmt)
+    # an infinite (or NaN) argument gives NaN: the whole line
+    nan = ~(np.isfinite(a.lo) & np.isfinite(a.hi))
+    return Interval(np.where(nan, -np.inf, lo), np.where(nan, np.inf, hi)).to_format(ctx.fmt)
 
 
 @rule("aten.sin")
@@ -103,7 +106,8 @@ def _monotone(ctx: RuleContext, name: str, function: object, x: Interval | None 
 def _tan(ctx: RuleContext) -> Interval:
     a = ctx.operand(ctx.args[0], ctx.compute)
     bounded = _monotone(ctx, "tan", np.tan, a)
-    pole = _holds(a.lo, a.hi, math.pi / 2, math.pi) | ((a.hi - a.lo) >= math.pi)
+    with np.errstate(invalid="ignore"):
+        pole = _holds(a.lo, a.hi, math.pi / 2, math.pi) | ~((a.hi - a.lo) < math.pi)
     return Interval(np.where(pole, -np.inf, bounded.lo), np.where(pole, np.inf, bounded.hi))
 
 
