@@ -13,6 +13,7 @@ import numba
 import numpy as np
 
 from ...formats import Format
+from ..rounding import next_up
 from .base import (
     format_args,
     outward_step,
@@ -43,14 +44,14 @@ def _shifted_exp(d: float, upward: bool) -> float:  # pragma: no cover - compile
 def _softmax_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
-    c: tuple[float, float, float],
+    c: tuple[float, float, float, float, float],
     safe: bool,
     fa: tuple[bool, int, float, int, float, bool],
     fast32: bool,
     out_lo: np.ndarray,
     out_hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    kappa, absolute, factor = c
+    kappa, absolute, factor, u, tiny = c
     rows, n = lo.shape
     e_lo = np.empty(n)
     e_hi = np.empty(n)
@@ -94,13 +95,17 @@ def _softmax_rows_loop(
                 out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
                 continue
             low = e_lo[j] / (e_lo[j] + (total_hi - e_hi[j]) * (1.0 + 2.0**-40))
-            high = e_hi[j] / (e_hi[j] + max(total_lo - e_lo[j], 0.0) * (1.0 - 2.0**-40))
-            down_end, up_end = outward_step(
-                (low * (1.0 - kappa) - absolute) / factor,
-                min(high, 1.0) * (1.0 + kappa) * factor + absolute * factor,
-                fa,
-                fast32,
-            )
+            high = min(e_hi[j] / (e_hi[j] + max(total_lo - e_lo[j], 0.0) * (1.0 - 2.0**-40)), 1.0)
+            lower = (low * (1.0 - kappa) - absolute) / factor
+            upper = high * (1.0 + kappa) * factor + absolute * factor
+            # the shift's rounding as a relative error: |x - m| <= top - lo, and
+            # exp(d (1 + delta)) = exp(d) exp(d delta), |d delta| <= u (top - lo)
+            reach = u * (top - lo[row, j])
+            if reach < 2.0**-10 and not undefined:
+                grow = next_up(reach * (1.0 + 2.0**-9))  # >= expm1(reach) >= -expm1(-reach)
+                lower = max(lower, (low * (1.0 - kappa) * (1.0 - grow) - tiny) / factor)
+                upper = min(upper, (high * (1.0 + kappa) * (1.0 + grow) + tiny) * factor)
+            down_end, up_end = outward_step(lower, upper, fa, fast32)
             # rounding is monotone and 0 lies on every grid: clipping after it is the same
             out_lo[row, j], out_hi[row, j] = max(down_end, 0.0), up_end
 
@@ -113,7 +118,7 @@ def _softmax_rows(safe: bool, fast32: bool) -> Callable[..., None]:
     def kernel(
         lo: np.ndarray,
         hi: np.ndarray,
-        c: tuple[float, float, float],
+        c: tuple[float, float, float, float, float],
         fa: tuple[bool, int, float, int, float, bool],
         out_lo: np.ndarray,
         out_hi: np.ndarray,
@@ -132,13 +137,19 @@ def softmax_bounds(
     factor: float,
     safe: bool,
     fmt: Format,
+    shift_roundoff: float,
+    tiny: float,
 ) -> tuple[Array, Array]:
     """The softmax enclosure of ``rules.softmax._softmax`` along ``axis``, one compiled pass per
     row: e = exp(x - top) at both ends (top the row's largest upper end), the exact range
     [e_lo / (e_lo + S_hi - e_hi), e_hi / (e_hi + S_lo - e_lo)], then
-    [(low (1 - kappa) - absolute) / factor, high (1 + kappa) factor + absolute factor] stepped
-    outward, clipped below at 0 and rounded onto ``fmt``; the whole line in rows that may be NaN
-    (an upper end +inf, or every lower end -inf), and 0 in rows of -inf when ``safe``."""
+    [(low (1 - kappa) - absolute) / factor, high (1 + kappa) factor + absolute factor], each end
+    replaced by the tighter [(low (1 - kappa) (1 - g) - tiny) / factor,
+    (high (1 + kappa) (1 + g) + tiny) factor] where g = expm1(``shift_roundoff`` (top - lo)) is
+    small (the rounding of the shift x - m taken relatively: m <= top and x >= lo, so
+    |x - m| <= top - lo, and exp(d (1 + delta)) = exp(d) exp(d delta)), stepped outward, clipped
+    below at 0 and rounded onto ``fmt``; the whole line in rows that may be NaN (an upper end
+    +inf, or every lower end -inf), and 0 in rows of -inf when ``safe``."""
     moved_lo, moved_hi = np.moveaxis(lo, axis, -1), np.moveaxis(hi, axis, -1)
     shape = moved_lo.shape
     n = shape[-1] if shape else 1
@@ -149,7 +160,7 @@ def softmax_bounds(
         _softmax_rows(safe, fmt.name == "float32")(
             rows_lo,
             rows_hi.reshape(-1, n),
-            (kappa, absolute, factor),
+            (kappa, absolute, factor, shift_roundoff, tiny),
             format_args(fmt),
             out_lo.reshape(-1, n),
             out_hi.reshape(-1, n),

@@ -2,6 +2,21 @@
 input and decreases in the others; RENDER III-C-2 states it as an approximation, here it is
 rigorous), plus an allowance for the rounding of ATen's kernel (shifted exponentials, their sum,
 the quotient or logarithm).
+
+Softmax of a float16 or bfloat16 tensor over its last dimension on the CPU computes in float32
+from end to end: ATen's ``_vec_softmax_lastdim`` for a type whose ``opmath_type`` differs from it
+(PyTorch 2.3 and later; the input is made contiguous first, and a softmax over the last dimension
+always takes this kernel) converts the row into a float32 buffer, takes the maximum, the shifted
+exponentials and their sum there, multiplies by the float32 reciprocal of the sum and rounds once
+into the tensor's format. The rule's allowance is then float32's (:func:`_softmax_units`), and
+the final rounding is the outward rounding of the enclosure onto the tensor's format (rounding to
+nearest is monotone, so it maps a value inside [lo, hi] into [round_down(lo), round_up(hi)]).
+Every other case keeps the wider model (the larger of the two formats' unit round-off, and a
+rounding of each exponential into the tensor's format): the CPU kernel over an inner dimension
+stores the exponentials of its scalar tail in the tensor's format before dividing (measured:
+bfloat16 results a unit in the last place outside the float32 model,
+``tests/tracking/test_softmax_bounds.py``), other devices' kernels are not read here, and
+log-softmax's reduced-precision kernels may hold the sum in the tensor's own format.
 """
 
 from __future__ import annotations
@@ -32,11 +47,23 @@ def _row_may_be_nan(a: Interval, axis: int) -> Array:
     return result
 
 
-def _softmax_units(ctx: RuleContext) -> tuple[float, float]:
-    """(u, kappa) for softmax-like kernels: u the unit round-off of their intermediates (ATen's
-    reduced-precision CPU kernels may keep the running sum and its logarithm in the tensor's own
-    format, so the larger of the compute and tensor formats'), kappa the relative error of one
-    exp (its ULP error in the compute format, plus a rounding to the tensor format)."""
+def _softmax_units(ctx: RuleContext, last: bool) -> tuple[float, float]:
+    """(u, kappa) for softmax's kernel: over the ``last`` dimension on the CPU, u the compute
+    format's unit round-off and kappa the relative error of one exp (its ULP error in the
+    compute format), the rounding of the result into the tensor's format being the enclosure's
+    outward rounding (see the module docstring); otherwise :func:`_wide_units`."""
+    c = ctx.compute
+    if last and ctx.device.type == "cpu":
+        return c.unit_roundoff, ew.ULP_ERRORS["exp"] * c.eps
+    return _wide_units(ctx)
+
+
+def _wide_units(ctx: RuleContext) -> tuple[float, float]:
+    """(u, kappa) for kernels that may round intermediates into the tensor's format: u the unit
+    round-off of their intermediates (ATen's reduced-precision CPU kernels may keep the running
+    sum and its logarithm, or the exponentials, in the tensor's own format, so the larger of the
+    compute and tensor formats'), kappa the relative error of one exp (its ULP error in the
+    compute format, plus a rounding to the tensor format)."""
     c = ctx.compute
     u = max(c.unit_roundoff, ctx.fmt.unit_roundoff)
     return u, ew.ULP_ERRORS["exp"] * c.eps + (ctx.fmt.unit_roundoff if ctx.fmt is not c else 0.0)
@@ -67,17 +94,23 @@ def _softmax(ctx: RuleContext) -> Interval:
 
     Rounding: with d = x - m <= 0, the computed exponential is e (1 + kappa) plus at most
     e^d (e^{-d u} - 1) <= 0.37 u (+ one subnormal): an absolute error a = 0.4 u + tiny that
-    stays finite for any d, -inf included (exp(-inf) = 0 exactly). S >= 1 (the maximum's term
-    is 1), so the computed sum is within S F^{+-1}, F = (1 + kappa + n a)(1 + gamma_n), and the
-    result within [(p_lo (1 - kappa) - a) / (F (1 + u)), (p_hi (1 + kappa) + a) F (1 + u)]."""
+    stays finite for any d, -inf included (exp(-inf) = 0 exactly); where u |d| is small the
+    kernel also takes it relatively, e (1 + kappa) e^{+-u |d|} + tiny, and keeps the tighter
+    end (both hold), which matters for probabilities far below u. S >= 1 (the maximum's term
+    is 1), so the computed sum is within S F^{+-1}, F = (1 + kappa + n a)(1 + gamma_n); the
+    quotient (CUDA) or the product with the rounded reciprocal (CPU) adds at most two roundings,
+    (1 + u)^2, so the result before its rounding into the tensor's format lies within
+    [(p_lo (1 - kappa) - a) / (F (1 + u)^2), (p_hi (1 + kappa) + a) F (1 + u)^2], and that
+    rounding, monotone, within the enclosure rounded outward onto the format. u, kappa and a
+    come from :func:`_softmax_units`."""
     x = ctx.args[0]
     axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
     c = ctx.compute
     a = ctx.operand(x, c)
     n = a.shape[axis] if a.shape else 1
-    u, kappa = _softmax_units(ctx)
+    u, kappa = _softmax_units(ctx, axis == max(x.dim(), 1) - 1)
     absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
-    factor = (1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u)) * (1 + u) * (1 + 2**-40)
+    factor = (1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u)) * (1 + u) ** 2 * (1 + 2**-40)
     # one compiled pass per row (the exponentials in float64 as _shifted_exponentials does)
     lo, hi = softmax_bounds(
         a.lo,
@@ -88,6 +121,8 @@ def _softmax(ctx: RuleContext) -> Interval:
         factor,
         ctx.call.functional == "aten._safe_softmax",
         ctx.fmt,
+        u,
+        (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal,
     )
     return Interval(lo, hi)
 
@@ -108,7 +143,7 @@ def _log_softmax(ctx: RuleContext) -> Interval:
     lowest_max = np.max(a.lo, axis=axis, keepdims=True)
     shift_gap = np.where(np.isfinite(lowest_max), top - lowest_max, 0.0)
     n = a.shape[axis] if a.shape else 1
-    u, kappa = _softmax_units(ctx)
+    u, kappa = _wide_units(ctx)
     absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         low = (a.lo - top) - np.log(e_lo + (total_hi - e_hi))

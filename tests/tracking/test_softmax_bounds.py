@@ -1,0 +1,122 @@
+"""Softmax of float16 and bfloat16 tensors (issue 20, part 3): the kernels compute in float32 from
+end to end, so the rule's allowance is float32's and the rounding into the tensor's format is the
+enclosure's outward rounding. Checked against mpmath (exact) and against what PyTorch computes, on
+rows with cancellation, huge and tiny scores (exponentials underflowing in float32, float16
+results in the subnormal range), -inf entries, long rows, the last and an inner dimension, and
+interval inputs; and tight: on point inputs the radius is at most about one unit in the last
+place of the tensor's format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pytest_fpcheck as fp
+
+torch = pytest.importorskip("torch")
+mpmath = pytest.importorskip("mpmath")
+
+REDUCED = [torch.bfloat16, torch.float16]
+
+
+def _exact_softmax(rows: np.ndarray) -> np.ndarray:
+    """softmax of each row in mpmath at 50 digits, as float64 intervals [down, up] around it."""
+    mpmath.mp.dps = 50
+    lo, hi = np.empty(rows.shape), np.empty(rows.shape)
+    for i, row in enumerate(rows):
+        values = [mpmath.mpf(float(v)) for v in row]
+        top = max(values)
+        weights = [
+            mpmath.mpf(0) if v == -mpmath.inf or v - top < -100_000 else mpmath.exp(v - top)
+            for v in values
+        ]
+        total = mpmath.fsum(weights)
+        for j, w in enumerate(weights):
+            p = w / total
+            nearest = float(p)
+            lo[i, j] = np.nextafter(nearest, -np.inf) if mpmath.mpf(nearest) > p else nearest
+            hi[i, j] = np.nextafter(nearest, np.inf) if mpmath.mpf(nearest) < p else nearest
+    return lo, hi
+
+
+def _rows(dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Rows of varied character, each 40 wide."""
+    g = torch.Generator().manual_seed(seed)
+    top = 60_000.0 if dtype == torch.float16 else 1e30
+    rows = [
+        torch.randn(40, generator=g),  # ordinary
+        30 * torch.randn(40, generator=g),  # most exponentials far below 1
+        200 * torch.randn(40, generator=g),  # float32 exponentials underflow
+        1000 + torch.randn(40, generator=g),  # large and close: cancellation in x - max
+        torch.full((40,), 3.0),  # ties
+        torch.where(torch.rand(40, generator=g) < 0.5, -torch.inf, torch.randn(40, generator=g)),
+        torch.linspace(-top, top, 40),  # the whole range
+        torch.linspace(-20, 0, 40),  # float16 results down to its subnormals
+    ]
+    return torch.stack(rows).to(dtype)
+
+
+def _check(x: torch.Tensor, y: torch.Tensor, dim: int) -> fp.Bounds:
+    bounds = fp.bounds_of(y)
+    assert bounds is not None
+    assert bounds.contains(y).all(), "computed value outside its enclosure"
+    rows = x.double().movedim(dim, -1).reshape(-1, x.shape[dim]).numpy()
+    down, up = _exact_softmax(rows)
+    lo = np.moveaxis(bounds.lo, dim, -1).reshape(down.shape)
+    hi = np.moveaxis(bounds.hi, dim, -1).reshape(up.shape)
+    outside = (lo > down) | (up > hi)
+    assert not outside.any(), (np.argwhere(outside)[:5], lo[outside][:5], down[outside][:5])
+    return bounds
+
+
+@pytest.mark.parametrize("dtype", REDUCED)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_point_rows_are_enclosed_against_mpmath_and_torch(dtype: torch.dtype, seed: int) -> None:
+    x = _rows(dtype, seed)
+    with fp.track():
+        y = torch.softmax(x, -1)
+    _check(x, y, -1)
+
+
+@pytest.mark.parametrize("dtype", REDUCED)
+def test_an_inner_dimension_and_a_long_row(dtype: torch.dtype) -> None:
+    x = _rows(dtype, 3).t().contiguous()  # softmax over dim 0: ATen's _vec_softmax
+    with fp.track():
+        y = torch.softmax(x, 0)
+    _check(x, y, 0)
+    g = torch.Generator().manual_seed(4)
+    long_rows = (torch.randn(3, 3000, generator=g) * torch.tensor([[0.1], [3.0], [50.0]])).to(dtype)
+    with fp.track():
+        z = torch.softmax(long_rows, -1)
+    _check(long_rows, z, -1)
+
+
+@pytest.mark.parametrize("dtype", REDUCED)
+def test_interval_inputs_are_enclosed(dtype: torch.dtype) -> None:
+    """A tracked input (a product, rounded to the tensor's format) reaches softmax as an
+    interval; every value in it, and the one torch computed, give results inside."""
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(6, 30, generator=g).to(dtype), (3 * torch.randn(30, generator=g)).to(dtype)
+    with fp.track():
+        x = a * b
+        y = torch.softmax(x, -1)
+    xb = fp.bounds_of(x)
+    assert fp.bounds_of(y).contains(y).all()
+    bounds = fp.bounds_of(y)
+    for corner in (xb.lo, xb.hi, (a.double() * b.double()).numpy()):
+        down, up = _exact_softmax(corner)
+        assert ((bounds.lo <= down) & (up <= bounds.hi)).all()
+
+
+@pytest.mark.parametrize("dtype", REDUCED)
+def test_point_inputs_give_about_one_unit_in_the_last_place(dtype: torch.dtype) -> None:
+    """The float32 allowance is far below the tensor format's spacing: the enclosure is the one
+    or two grid points around the float32 result, never the old bfloat16-wide absolute term
+    (0.4 u, 1.6e-3 for bfloat16, whatever the value)."""
+    g = torch.Generator().manual_seed(6)
+    x = (3 * torch.randn(64, 32, generator=g)).to(dtype)
+    with fp.track():
+        y = torch.softmax(x, -1)
+    bounds = fp.bounds_of(y)
+    spacing = fp.formats.ulp(y.double().numpy(), str(dtype).removeprefix("torch."))
+    assert (bounds.hi - bounds.lo <= 2 * spacing).all()
