@@ -116,14 +116,13 @@ def llama(seed: int = 0) -> nn.Module:
     from transformers import LlamaConfig, LlamaModel
 
     torch.manual_seed(seed)
-    # as many key/value heads as query heads: the tracker's attention does not take
-    # grouped-query attention (enable_gqa) yet
+    # grouped-query attention: two key/value heads for four query heads
     config = LlamaConfig(
         hidden_size=WIDTH,
         intermediate_size=2 * WIDTH,
         num_hidden_layers=LAYERS,
         num_attention_heads=HEADS,
-        num_key_value_heads=HEADS,
+        num_key_value_heads=HEADS // 2,
         vocab_size=VOCAB,
         max_position_embeddings=64,
         bos_token_id=0,

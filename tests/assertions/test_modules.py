@@ -208,30 +208,40 @@ def test_a_call_the_reference_did_not_make_is_a_bug() -> None:
     )
 
 
+class Outer(nn.Module):
+    """A Linear after a child module given at construction."""
+
+    def __init__(self, child: nn.Module) -> None:
+        super().__init__()
+        self.child = child
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.child(x))
+
+
+class Zeta(nn.Module):
+    """An operation without an interval rule, on a tracked operand: the tracker refuses it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.zeta(x.abs() + 2, torch.ones_like(x))
+
+
 def test_an_operation_without_a_rule_leaves_the_call_unjudged_and_inconclusive() -> None:
-    class Angle(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.cos(x)
-
-    class Outer(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.angle = Angle()
-            self.fc = nn.Linear(8, 8)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.fc(self.angle(x))
-
     torch.manual_seed(0)
-    comparison = fp.compare_modules(Outer().to(BF16), torch.float64, inputs())
+    comparison = fp.compare_modules(Outer(Zeta()).float(), torch.float64, inputs(torch.float32))
     assert [c.kind for c in comparison.calls] == ["roundoff", "inconclusive", "roundoff"]
+    assert comparison.calls[1].verdicts == ()
     assert comparison.calls[1].unjudged.startswith(
-        "not judged: no interval rule for operation 'aten.cos.default'"
+        "not judged: no interval rule for operation 'aten.special_zeta.default' at test_modules.py:"
     )
-    with pytest.raises(fp.InconclusiveVerdict, match="inconclusive from angle"):
-        fp.assert_modules_roundoff_close(Outer().to(BF16), torch.float64, inputs())
+    assert "  not judged: no interval rule" in comparison.report()
+    with pytest.raises(fp.InconclusiveVerdict, match=r"inconclusive from child \(Zeta\)"):
+        fp.assert_modules_roundoff_close(
+            Outer(Zeta()).float(), torch.float64, inputs(torch.float32)
+        )
     accepted = fp.assert_modules_roundoff_close(
-        Outer().to(BF16), torch.float64, inputs(), accept_inconclusive=True
+        Outer(Zeta()).float(), torch.float64, inputs(torch.float32), accept_inconclusive=True
     )
     assert accepted.kind == "inconclusive"
 
