@@ -23,15 +23,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numba
 import numpy as np
 
+from ..interval.jit import jit
 from ..interval.rounding import round_scalar
 
 __all__ = ["evaluate"]
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _round_one(x: float, p: int, emin: int, big: float, mode: int) -> float:  # pragma: no cover
     """``x`` rounded to the format (precision p, emin, largest finite big) in ``mode``: the
     package's one rounder (:func:`pytest_fpcheck.interval.rounding.round_scalar`); NaN, an
@@ -41,7 +41,7 @@ def _round_one(x: float, p: int, emin: int, big: float, mode: int) -> float:  # 
     return round_scalar(x, p, emin, big, mode)
 
 
-@numba.njit(cache=True)
+@jit(cache=True)
 def _exact_sum(terms: Any, count: int, partials: Any) -> tuple[float, float]:  # pragma: no cover
     """(hi, sign of the remainder): hi is the float64 nearest the exact sum of ``terms[:count]``,
     the second value is -1, 0 or 1 as the exact sum is below, at or above hi."""
@@ -102,7 +102,7 @@ def _exact_sum(terms: Any, count: int, partials: Any) -> tuple[float, float]:  #
     return hi, (1.0 if top > 0.0 else (-1.0 if top < 0.0 else 0.0))
 
 
-@numba.njit(cache=True)
+@jit(cache=True)
 def _round_exact(
     hi: float, sign: float, p: int, emin: int, big: float, mode: int
 ) -> float:  # pragma: no cover
@@ -125,14 +125,14 @@ def _round_exact(
     return r
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _flush(y: float, emin: int, flush: bool) -> float:  # pragma: no cover
     if flush and y != 0.0 and abs(y) < math.ldexp(1.0, emin):
         return math.copysign(0.0, y)
     return y
 
 
-@numba.njit(cache=True)
+@jit(cache=True)
 def evaluate(
     products: Any,
     starts: Any,

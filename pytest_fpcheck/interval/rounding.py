@@ -35,10 +35,10 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-import numba
 import numpy as np
 
 from ..formats import Format, overflow_limits, quantize
+from .jit import jit
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -50,29 +50,29 @@ __all__ = ["down", "down_to", "round_scalar", "up", "up_to"]
 _BIG64 = float(np.finfo(np.float64).max)
 
 # the scalar signatures the compiled code calls them with (formats annotates the array form)
-_quantize = cast("Callable[[float, int, int, int], float]", numba.njit(inline="always")(quantize))
-_overflow_limits = numba.njit(inline="always")(overflow_limits)
+_quantize = cast("Callable[[float, int, int, int], float]", jit(inline="always")(quantize))
+_overflow_limits = jit(inline="always")(overflow_limits)
 
 
-@numba.njit(inline="always")
+@jit(inline="always")
 def _bits(v: float) -> np.int64:  # pragma: no cover - compiled
     """The int64 bit pattern of a float64."""
     return np.float64(v).view(np.int64)
 
 
-@numba.njit(inline="always")
+@jit(inline="always")
 def _from_bits(b: np.int64) -> float:  # pragma: no cover - compiled
     """The float64 whose bit pattern is the int64 ``b``."""
     return np.int64(b).view(np.float64)
 
 
-@numba.njit(inline="always")
+@jit(inline="always")
 def _bits32(x: np.float32) -> np.int32:  # pragma: no cover - compiled
     """The int32 bit pattern of a float32."""
     return np.float32(x).view(np.int32)
 
 
-@numba.njit(inline="always")
+@jit(inline="always")
 def _from_bits32(b: np.int64) -> np.float32:  # pragma: no cover - compiled
     """The float32 whose bit pattern is the low 32 bits of the int64 ``b``."""
     return np.int32(b).view(np.float32)
@@ -82,7 +82,7 @@ _MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
 _INF_BITS = np.int64(0x7FF0000000000000)
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def next_up(v: float) -> float:  # pragma: no cover - compiled
     """One float64 step toward +inf; NaN -> +inf; -inf -> the most negative finite number."""
     # float64 bit patterns are sign-magnitude: one step away from zero adds 1 to the pattern,
@@ -99,7 +99,7 @@ def next_up(v: float) -> float:  # pragma: no cover - compiled
     return v if v > 0 else -_BIG64
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def next_down(v: float) -> float:  # pragma: no cover - compiled
     """One float64 step toward -inf; NaN -> -inf; +inf -> the largest finite number."""
     b = _bits(v)
@@ -113,7 +113,7 @@ def next_down(v: float) -> float:  # pragma: no cover - compiled
     return v if v < 0 else _BIG64
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def float32_directed(v: float, up: bool, strict: bool) -> float:  # pragma: no cover - compiled
     """``v`` rounded onto float32 toward +inf when ``up``, else toward -inf (``strict``: to the
     float32 number strictly beyond ``v``, as :func:`step_up_to` / :func:`step_down_to`), using
@@ -149,13 +149,13 @@ def float32_directed(v: float, up: bool, strict: bool) -> float:  # pragma: no c
     return np.float64(_from_bits32(bits)) + keep_sign
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _is_float32(precision: int, emin: int, has_inf: bool) -> bool:  # pragma: no cover - compiled
     """Whether a format's parameters are float32's (the formats share no other combination)."""
     return precision == 24 and emin == -126 and has_inf
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def round_scalar(
     x: float, precision: int, emin: int, big: float, mode: int
 ) -> float:  # pragma: no cover - compiled
@@ -173,7 +173,7 @@ def round_scalar(
     return y
 
 
-@numba.njit(cache=True)
+@jit(cache=True)
 def _round_one(
     x: float, precision: int, emin: int, big: float, has_inf: bool, up: bool
 ) -> float:  # pragma: no cover - compiled
@@ -188,7 +188,7 @@ def _round_one(
     return round_scalar(x, precision, emin, big, 3 if up else 2)
 
 
-@numba.njit(cache=True)
+@jit(cache=True)
 def round_to(
     v: float, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool, up: bool
 ) -> float:  # pragma: no cover - compiled
@@ -216,7 +216,7 @@ def round_to(
     return _round_one(v, precision, emin, big, has_inf, up)
 
 
-@numba.njit(cache=True)
+@jit(cache=True)
 def step_down_to(
     v: float, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool
 ) -> float:  # pragma: no cover - compiled
@@ -244,7 +244,7 @@ def step_down_to(
     return round_to(next_down(v), precision, smallest_normal, emin, big, has_inf, False)
 
 
-@numba.njit(cache=True)
+@jit(cache=True)
 def step_up_to(
     v: float, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool
 ) -> float:  # pragma: no cover - compiled
@@ -268,7 +268,7 @@ def step_up_to(
     return round_to(next_up(v), precision, smallest_normal, emin, big, has_inf, True)
 
 
-@numba.njit(cache=True)
+@jit(cache=True)
 def _step_all(x: np.ndarray, direction: float) -> np.ndarray:  # pragma: no cover - compiled
     out = np.empty_like(x)
     if direction > 0:
@@ -280,7 +280,7 @@ def _step_all(x: np.ndarray, direction: float) -> np.ndarray:  # pragma: no cove
     return out
 
 
-@numba.njit(cache=True)
+@jit(cache=True)
 def _round_all(
     x: np.ndarray, precision: int, emin: int, big: float, has_inf: bool, up: bool
 ) -> np.ndarray:  # pragma: no cover - compiled

@@ -18,15 +18,21 @@ Each kernel is a loop (``*_loop``) and a factory that compiles it for one settin
 switches (``fast32``, and the rule's variant: a point operand, a subtraction, an addend), the
 switches being constants of the compiled code: numba does not hoist a branch on an argument out
 of a loop, and such a branch costs these loops up to half their speed. A setting is compiled
-when first used (and cached on disk), so a run compiles only the variants it needs. ``fast32``
+when first used, so a run compiles only the variants it needs. ``fast32``
 (the result format is float32) rounds endpoints by the hardware's conversion
 (:func:`..rounding.float32_directed`, bit-identical to the general path).
 
+Every compiled function goes through :func:`pytest_fpcheck.interval.jit.jit`: Numba is imported
+when a kernel is first needed, not with this package; the machine code is cached in the user's
+cache folder (``$FPCHECK_CACHE_DIR``, else ``~/.cache/pytest-fpcheck``), never in the package,
+under a digest of every compiled source (an edit of a helper inlined from another file, such as
+:mod:`pytest_fpcheck.interval.rounding`, compiles afresh); and a kernel with an exact NumPy twin
+(:mod:`pytest_fpcheck.interval.fallbacks`) answers with it while a background thread loads or
+compiles the kernel, so no caller waits for a compilation.
+
 Modules, each beside the rules it serves: :mod:`.base` (what every kernel shares, and the
 records' summary), :mod:`.elementwise`, :mod:`.linalg`, :mod:`.composite`, :mod:`.softmax`,
-:mod:`.normalisation`. Numba's on-disk cache of a kernel is invalidated by edits to the kernel's
-own module only: after changing a compiled helper of :mod:`.base` or
-:mod:`pytest_fpcheck.interval.rounding`, delete the ``__pycache__`` folder of this package.
+:mod:`.normalisation`.
 """
 
 from __future__ import annotations

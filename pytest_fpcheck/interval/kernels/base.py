@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from ...formats import Format
+from ..jit import jit
 from ..rounding import (
     _bits,
     _from_bits,
@@ -63,7 +63,7 @@ def format_args(fmt: Format) -> FormatArgs:
     )
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def outward(
     lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool], fast32: bool
 ) -> tuple[float, float]:  # pragma: no cover - compiled
@@ -80,7 +80,7 @@ def outward(
     )
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def outward_step(
     lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool], fast32: bool
 ) -> tuple[float, float]:  # pragma: no cover - compiled
@@ -96,7 +96,7 @@ def outward_step(
     )
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def bump(r: float) -> float:  # pragma: no cover - compiled
     """A float64 number >= the next float64 above ``r >= 0`` (NaN and inf stay)."""
     if r >= 2.0**-1000:
@@ -135,7 +135,7 @@ def flat(array: np.ndarray) -> np.ndarray:
     return moved.reshape(-1)
 
 
-@numba.njit(cache=True, error_model="numpy")
+@jit(cache=True, error_model="numpy")
 def _summary(lo: np.ndarray, hi: np.ndarray) -> tuple[float, bool]:  # pragma: no cover
     # branch-free, and the largest width kept as its bit pattern: widths are not negative, and
     # the patterns of non-negative float64 numbers order as the numbers do, so the maximum is
@@ -177,7 +177,7 @@ def broadcast_flat(array: Array, shape: tuple[int, ...]) -> tuple[np.ndarray, in
     return data, max(data.size, 1)
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def sum_lower(a: float, b: float) -> float:  # pragma: no cover - compiled
     """a + b rounded down: the float64 sum when TwoSum shows it exact or below, else a step
     below it (an infinite operand makes the sum exact)."""
@@ -189,7 +189,7 @@ def sum_lower(a: float, b: float) -> float:  # pragma: no cover - compiled
     return s if exact else stepped
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def sum_upper(a: float, b: float) -> float:  # pragma: no cover - compiled
     s = a + b
     b_virtual = s - a
@@ -199,7 +199,7 @@ def sum_upper(a: float, b: float) -> float:  # pragma: no cover - compiled
     return s if exact else stepped
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def block_length(size: int, a_period: int, b_period: int) -> int:  # pragma: no cover - compiled
     """The run of consecutive outputs over which neither broadcast operand wraps around: the
     smaller period, a period of 1 (a scalar, read at index 0 throughout) aside."""

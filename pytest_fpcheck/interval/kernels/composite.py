@@ -10,10 +10,10 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from ...formats import Format
+from ..jit import jit
 from .base import (
     empty_like_order,
     flat,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["gelu_erf_bounds"]
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _gelu_erf_bounds_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -71,7 +71,7 @@ def _gelu_erf_bounds_loop(
 def _gelu_erf_bounds(point: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @numba.njit(cache=True, error_model="numpy")
+    @jit(cache=True, error_model="numpy")
     def kernel(
         lo: np.ndarray,
         hi: np.ndarray,

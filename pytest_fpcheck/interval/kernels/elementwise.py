@@ -10,10 +10,10 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from ...formats import Format
+from ..jit import jit
 from .base import (
     block_length,
     broadcast_flat,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["add_bounds", "mul_bounds"]
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _add_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
@@ -72,7 +72,7 @@ def _add_bounds_loop(
 def _add_bounds(negate_b: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @numba.njit(cache=True, error_model="numpy")
+    @jit(cache=True, error_model="numpy")
     def kernel(
         a_lo: np.ndarray,
         a_hi: np.ndarray,
@@ -128,7 +128,7 @@ def add_bounds(
     return lo, hi
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _mul_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
@@ -172,7 +172,7 @@ def _mul_bounds_loop(
 def _mul_bounds(step: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @numba.njit(cache=True, error_model="numpy")
+    @jit(cache=True, error_model="numpy")
     def kernel(
         a_lo: np.ndarray,
         a_hi: np.ndarray,

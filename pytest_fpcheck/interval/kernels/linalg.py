@@ -11,10 +11,10 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from ...formats import Format
+from ..jit import jit
 from .base import (
     bump,
     flat_views,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["float32_magnitudes", "matmul_epilogue", "split_operand"]
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _split_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -78,7 +78,7 @@ def _split_loop(
 def _split(point: bool, want_y: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @numba.njit(cache=True, error_model="numpy")
+    @jit(cache=True, error_model="numpy")
     def kernel(
         lo: np.ndarray,
         hi: np.ndarray,
@@ -94,7 +94,7 @@ def _split(point: bool, want_y: bool) -> Callable[..., None]:
     return kernel
 
 
-@numba.njit(cache=True, error_model="numpy")
+@jit(cache=True, error_model="numpy")
 def _magnitudes(x: np.ndarray, floor: float, out: np.ndarray) -> None:  # pragma: no cover
     low = np.float32(floor)
     for i in range(x.size):
@@ -158,7 +158,7 @@ def split_operand(
     )
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _epilogue_loop(
     mid: np.ndarray,
     rad: np.ndarray,
@@ -192,7 +192,7 @@ def _epilogue_loop(
 def _epilogue(has_addend: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @numba.njit(cache=True, error_model="numpy")
+    @jit(cache=True, error_model="numpy")
     def kernel(
         mid: np.ndarray,
         rad: np.ndarray,

@@ -10,11 +10,11 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from ...formats import Format
 from ..core import gamma
+from ..jit import jit
 from ..rounding import (
     next_down,
     next_up,
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["moments_rows", "normalise_rows"]
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _moments_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -98,7 +98,7 @@ def _moments_rows_loop(
 def _moments_rows(fast32: bool) -> Callable[..., None]:
     """The compiled kernel for this switch (compiled on first use, then cached)."""
 
-    @numba.njit(cache=True, error_model="numpy")
+    @jit(cache=True, error_model="numpy")
     def kernel(
         lo: np.ndarray,
         hi: np.ndarray,
@@ -166,7 +166,7 @@ def moments_rows(
     return ends[0], ends[1], ends[2], ends[3]
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _interval_product(
     a_lo: float, a_hi: float, b_lo: float, b_hi: float
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -182,7 +182,7 @@ def _interval_product(
     return low, high, undefined or zero_times_infinity
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _interval_sum(
     a_lo: float, a_hi: float, b_lo: float, b_hi: float
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -192,14 +192,14 @@ def _interval_sum(
     return low, high, opposite or low != low or high != high
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _underflow(tiny_scaled: float, factor: float) -> float:  # pragma: no cover - compiled
     """max(tiny factor, 2**-1022) from tiny 2**1000 (exact scalings by powers of two: no
     subnormal operand or result, whose arithmetic costs microcode assists)."""
     return max(tiny_scaled * factor, 2.0**-22) * 2.0**-1000
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _normalise_rows_loop(
     x_lo: np.ndarray,
     x_hi: np.ndarray,
@@ -286,7 +286,7 @@ def _normalise_rows_loop(
 def _normalise_rows(has_weight: bool, has_bias: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @numba.njit(cache=True, error_model="numpy")
+    @jit(cache=True, error_model="numpy")
     def kernel(
         x_lo: np.ndarray,
         x_hi: np.ndarray,

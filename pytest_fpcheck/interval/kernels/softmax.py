@@ -9,10 +9,10 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from ...formats import Format
+from ..jit import jit
 from ..rounding import next_up
 from .base import (
     format_args,
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["softmax_bounds"]
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _shifted_exp(d: float, upward: bool) -> float:  # pragma: no cover - compiled
     """exp(d) for d <= 0 widened by its evaluation error ((|d| + 8) 2**-51 relative: the
     rounding of d and libm's exp); below d = -700 (a result under 2**-1009) 0 as a lower and
@@ -40,7 +40,7 @@ def _shifted_exp(d: float, upward: bool) -> float:  # pragma: no cover - compile
     return math.exp(d) * (1.0 - (abs(finite) + 8.0) * 2.0**-51)
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _softmax_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -114,7 +114,7 @@ def _softmax_rows_loop(
 def _softmax_rows(safe: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @numba.njit(cache=True, error_model="numpy")
+    @jit(cache=True, error_model="numpy")
     def kernel(
         lo: np.ndarray,
         hi: np.ndarray,
