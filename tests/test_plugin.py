@@ -206,7 +206,7 @@ def test_flags_override_ini(pytester: pytest.Pytester) -> None:
         (
             ["--fpcheck-oracle=fp128"],
             "ERROR: pytest-fpcheck: --fpcheck-oracle / fpcheck_oracle='fp128' (type str) is not "
-            "valid: expected one of fp64, mpmath.",
+            "valid: expected one of fp64, mpmath, arb.",
         ),
         (
             ["--fpcheck-dual-delta-n=1"],
