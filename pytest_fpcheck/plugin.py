@@ -232,9 +232,17 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         verdicts = stack.enter_context(collecting(element_points))
         stack.enter_context(run_default(test_settings.max_resolution))
         if test_settings.enabled and "torch" in sys.modules:  # nothing to track otherwise
-            from .tracking.track import track
+            from .tracking.core import gaps
 
-            stack.enter_context(track())
+            found = stack.enter_context(gaps.collecting())
+            stack.callback(_add_gaps, item, found)  # after the tracker hands its gaps over
+            why_not = _why_not_tracked(item, test_settings)
+            if why_not is None:
+                from .tracking.track import track
+
+                stack.enter_context(track(strict=test_settings.strict))
+            else:
+                stack.enter_context(gaps.untracked(why_not))
             if test_settings.nonfinite != "off":
                 from .diagnostics.nonfinite import watch_nonfinite
 
@@ -269,6 +277,85 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             _add_isolation(item, worse, failing_dual_delta(item.stash[DUAL_DELTA_RERUN_KEY]))
         raise worse
     return outcome
+
+
+#: what, in a test's source, says that it can ask for a verdict (the package, its fixture, its
+#: marker and its options all carry the name)
+_VERDICT_WORD = "fpcheck"
+#: test module -> whether it can ask for a verdict; other source file -> whether it names fpcheck
+_NAMES_KEY = pytest.StashKey[dict[Path, bool]]()
+
+
+def _why_not_tracked(item: pytest.Item, settings: Settings) -> str | None:
+    """None when ``--fpcheck`` runs the test inside ``fp.track()``, else why not.
+
+    ``--fpcheck-track=always`` (or ``@pytest.mark.fpcheck(track="always")``) tracks every test.
+    ``auto``, the default, tracks a test that can ask for a verdict: one that uses the fpcheck
+    fixture, or whose module, a ``conftest.py`` between it and the rootdir, or a module under the
+    rootdir that its module imports from names ``fpcheck`` (imports pytest_fpcheck, uses the
+    fixture, the marker or the options). Any other test cannot reach the verdict API (short of
+    importing it by a computed name), so it pays only for the non-finite watch."""
+    if settings.track == "always" or _VERDICT_WORD in getattr(item, "fixturenames", ()):
+        return None
+    known = item.config.stash.setdefault(_NAMES_KEY, {})
+    module = Path(item.path)
+    if module not in known:  # the same for every test of the module
+        known[module] = any(_names_fpcheck(known, path) for path in _sources(item))
+    if known[module]:
+        return None
+    return (
+        "pytest --fpcheck did not track this test: neither its module, a conftest.py above it "
+        "nor a module it imports from names fpcheck (--fpcheck-track=auto); mark it "
+        "@pytest.mark.fpcheck(track='always') or run with --fpcheck-track=always for bounds"
+    )
+
+
+def _sources(item: pytest.Item) -> list[Path]:
+    """The test's module, the conftest.py files from its directory up to the rootdir, and the
+    files under the rootdir of the modules its module's names come from."""
+    rootdir = item.config.rootpath
+    paths = [Path(item.path)]
+    folder = Path(item.path).parent
+    while True:
+        paths.append(folder / "conftest.py")
+        if folder == rootdir or folder.parent == folder or not folder.is_relative_to(rootdir):
+            break
+        folder = folder.parent
+    module = getattr(item, "module", None)
+    names = set()
+    for value in list(vars(module).values()) if module is not None else ():
+        try:
+            name = value.__name__ if isinstance(value, type(sys)) else value.__module__
+        except Exception:  # objects without a module, or whose attribute access raises
+            continue
+        if isinstance(name, str):
+            names.add(name)
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file and Path(file).is_relative_to(rootdir):
+            paths.append(Path(file))
+    return paths
+
+
+def _names_fpcheck(known: dict[Path, bool], path: Path) -> bool:
+    if path not in known:
+        try:
+            known[path] = _VERDICT_WORD in path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            known[path] = False
+    return known[path]
+
+
+def _add_gaps(item: pytest.Item, found: list[Any]) -> None:
+    """Report what tracking could not bound in the test: one entry per operation and reason
+    (counts over the test's trackers added up)."""
+    from .report.records import record_of
+    from .tracking.core.gaps import merge
+
+    merged: dict[Any, Any] = {}
+    merge(merged, found)
+    for gap in merged.values():
+        _add_entry(item.config, "gaps", item.nodeid, record_of("gaps", gap))
 
 
 def _add_isolation(item: pytest.Item, failure: AssertionError, call: Any) -> None:

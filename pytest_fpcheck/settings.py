@@ -19,12 +19,13 @@ from typing import Any, Literal
 from .assertions.threshold import DEFAULT_MAX_RESOLUTION, parse_max_resolution
 from .errors import InvalidArgument
 
-__all__ = ["NONFINITE_MODES", "OPTIONS", "ORACLES", "IniType", "Option", "Settings"]
+__all__ = ["NONFINITE_MODES", "OPTIONS", "ORACLES", "TRACK_MODES", "IniType", "Option", "Settings"]
 
 #: The ini types pytest registers (``parser.addini(..., type=...)``) that the options use.
 IniType = Literal["bool", "int", "float", "string"]
 
 NONFINITE_MODES = ("off", "warn", "fail")
+TRACK_MODES = ("auto", "always")
 ORACLES = ("fp64", "mpmath", "arb")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -174,6 +175,28 @@ OPTIONS: tuple[Option, ...] = (
         parse_max_resolution,
         ini_type="float",
     ),
+    Option(
+        "strict",
+        "fpcheck_strict",
+        "--fpcheck-strict",
+        "false",
+        "under --fpcheck, raise UnsupportedOperation into the test where tracking meets an "
+        "operation without a rule (or fails), instead of recording a gap (a test proving "
+        "coverage)",
+        _parse_bool,
+        switch=True,
+        ini_type="bool",
+    ),
+    Option(
+        "track",
+        "fpcheck_track",
+        "--fpcheck-track",
+        "auto",
+        "which tests --fpcheck runs inside fp.track(): auto (those whose module, a conftest.py "
+        "above it or a module it imports from the rootdir names pytest_fpcheck or fpcheck, and "
+        "those using the fpcheck fixture) or always",
+        _parse_choice(TRACK_MODES),
+    ),
 )
 _BY_FIELD = {option.field: option for option in OPTIONS}
 
@@ -191,6 +214,8 @@ class Settings:
     isolate: bool = False
     probe: bool = False
     max_resolution: float = DEFAULT_MAX_RESOLUTION
+    strict: bool = False
+    track: str = "auto"
 
     @classmethod
     def from_text(cls, values: dict[str, Any]) -> Settings:

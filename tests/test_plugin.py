@@ -276,7 +276,7 @@ def test_marker_overrides_settings_per_test(pytester: pytest.Pytester) -> None:
         (
             "fpcheck(colour='red')",
             "InvalidArgument: @pytest.mark.fpcheck(colour=...)='colour' (type str) is not valid: "
-            "expected one of enabled, nonfinite, alpha, dual_delta_n, oracle, seed, isolate, probe, max_resolution, allow.",
+            "expected one of enabled, nonfinite, alpha, dual_delta_n, oracle, seed, isolate, probe, max_resolution, strict, track, allow.",
         ),
         (
             "fpcheck('off')",

@@ -156,6 +156,17 @@ MODULES = {
 }
 
 
+GAP = {
+    "op": "aten.pow.Scalar",
+    "reason": "no rule",
+    "count": 3,
+    "site": "aten.pow at rotary.py:12 in Rotary",
+    "file": "/src/rotary.py",
+    "line": 12,
+    "message": "no interval rule for operation 'aten.pow.Scalar' at rotary.py:12 in Rotary",
+}
+
+
 def full_report() -> RunReport:
     report = RunReport()
     report.add_verdict("t.py::test_half", verdict("roundoff"))
@@ -166,6 +177,7 @@ def full_report() -> RunReport:
     report.add_probe("t.py::test_probe", PROBE)
     report.add_tree("t.py::test_tree", TREE)
     report.add("modules", "t.py::test_modules", MODULES)
+    report.add("gaps", "t.py::test_gap", GAP)
     return report
 
 
@@ -179,13 +191,14 @@ def test_each_add_method_fills_its_kind_with_the_test_id() -> None:
         "verdicts": ["t.py::test_half", "t.py::test_bug"],
         "modules": ["t.py::test_modules"],
         "appearances": ["t.py::test_nan"],
+        "gaps": ["t.py::test_gap"],
         "dual_deltas": ["t.py::test_dd"],
         "isolations": ["t.py::test_iso"],
         "probes": ["t.py::test_probe"],
         "trees": ["t.py::test_tree"],
     }
     assert report.entries["trees"][0] == {"test": "t.py::test_tree", **TREE}
-    assert len(report) == 8
+    assert len(report) == 9
 
 
 @pytest.mark.parametrize(
@@ -213,7 +226,7 @@ def test_each_add_method_fills_its_kind_with_the_test_id() -> None:
         (
             lambda r: r.add("bugs", "t.py::x", {}),
             "kind='bugs' (type str) is not valid: expected one of verdicts, modules, appearances, "
-            "dual_deltas, isolations, probes, trees.",
+            "gaps, dual_deltas, isolations, probes, trees.",
         ),
     ],
 )
@@ -233,6 +246,7 @@ def test_json_document_schema_counts_and_non_finite_numbers() -> None:
         "verdicts": {"bug": 1, "roundoff": 1},
         "modules": {"bug": 1},
         "appearances": {"nan": 1},
+        "gaps": {"no rule": 1},
         "dual_deltas": {"custom_less_accurate": 1},
         "isolations": {"isolated": 1},
         "probes": {"toward-zero": 1},
@@ -289,7 +303,7 @@ def test_a_part_holds_plain_values_that_execnet_can_carry() -> None:
         (
             {"bugs": []},
             "part={'bugs': []} (type dict) is not valid: expected a dict of entry lists by kind "
-            "(verdicts, modules, appearances, dual_deltas, isolations, probes, trees).",
+            "(verdicts, modules, appearances, gaps, dual_deltas, isolations, probes, trees).",
         ),
         (
             {"trees": [TREE]},
@@ -368,6 +382,7 @@ def test_every_kind_fits_100_columns_and_cuts_long_ids_from_the_left() -> None:
         ("modules", MODULES),
         ("dual_deltas", dual_delta()),
         ("appearances", {**APPEARANCE, "source_line": "y = " + "z" * 200}),
+        ("gaps", GAP),
         ("isolations", ISOLATION),
         ("probes", PROBE),
         ("trees", TREE),
@@ -635,7 +650,7 @@ def test_publish_refuses_an_unknown_kind() -> None:
         InvalidArgument,
         match=re.escape(
             "kind='order' (type str) is not valid: expected one of verdicts, modules, appearances, "
-            "dual_deltas, isolations, probes, trees."
+            "gaps, dual_deltas, isolations, probes, trees."
         ),
     ):
         publish("order", None)
@@ -705,6 +720,7 @@ def test_page_is_self_contained_and_every_row_links_to_its_details(tmp_path: Pat
         "verdicts": 2,
         "modules": 1,
         "appearances": 1,
+        "gaps": 1,
         "dual_deltas": 2,
         "isolations": 1,
         "probes": 1,

@@ -105,6 +105,7 @@ def test_two_xdist_workers_give_the_serial_report(pytester: pytest.Pytester) -> 
         "verdicts": {"close": 8, "expected-bug": 1},
         "modules": {},
         "appearances": {},
+        "gaps": {},
         "dual_deltas": {"custom_less_accurate": 1},
         "isolations": {},
         "probes": {"toward-zero": 2},

@@ -23,7 +23,16 @@ from ..errors import InvalidArgument
 __all__ = ["KEYS", "Published", "collecting", "publish"]
 
 #: the kinds of result a run report holds
-KEYS = ("verdicts", "modules", "appearances", "dual_deltas", "isolations", "probes", "trees")
+KEYS = (
+    "verdicts",
+    "modules",
+    "appearances",
+    "gaps",
+    "dual_deltas",
+    "isolations",
+    "probes",
+    "trees",
+)
 
 
 class Published(NamedTuple):

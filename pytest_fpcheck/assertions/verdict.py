@@ -488,6 +488,14 @@ def _tightness(bounds: Bounds, a: np.ndarray, fmt: Format) -> float | None:
     return float(np.median(bounds.radius[finite] / units))
 
 
+def _why_untracked() -> tuple[str, ...]:
+    """Why ``pytest --fpcheck`` did not track the test asking, when it did not (issue 17)."""
+    from ..tracking.core.gaps import why_untracked
+
+    reason = why_untracked()
+    return (reason,) if reason else ()
+
+
 def _fallback(
     a: np.ndarray,
     e: np.ndarray,
@@ -532,7 +540,10 @@ def _fallback(
         allclose=close,
         fallback=True,
         nonfinite_mismatches=int(np.count_nonzero(nonfinite & outside_mask)),
-        notes=("no round-off bounds were recorded for actual: compared with rtol/atol only",),
+        notes=(
+            "no round-off bounds were recorded for actual: compared with rtol/atol only",
+            *_why_untracked(),
+        ),
         shape=shape,
         worst=worst,
     )

@@ -279,6 +279,35 @@ APPEARANCES = Kind(
     subline=_where,
 )
 
+# -- gaps of tracking -----------------------------------------------------------------------------
+
+
+def _first_line(record: Record) -> str:
+    file, line = record.get("file"), record.get("line")
+    if not file:
+        return "-"
+    return f"{str(file).replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
+
+
+GAPS = Kind(
+    key="gaps",
+    noun="gap",
+    title="operations tracking could not bound (their results have no bounds)",
+    required=("op", "reason", "count"),
+    status=lambda r: str(r["reason"]),
+    rank=lambda r: 0 if r["reason"] == "internal failure" else 1,
+    columns=(
+        Column("reason", lambda r: str(r["reason"]), 16),
+        Column("op", lambda r: str(r["op"]), 36),
+        Column("calls", _field("count"), 6, right=True),
+        Column("first line", _first_line, 24),
+    ),
+    note="a verdict on what such an operation produced, or on what is computed from it, is "
+    "inconclusive; --fpcheck-strict raises instead",
+    subline=lambda r: str(r.get("message", "")).splitlines()[0] if r.get("message") else "",
+    texts=("message", "traceback"),
+)
+
 # -- isolations ------------------------------------------------------------------------------------
 
 
@@ -369,6 +398,7 @@ KINDS: tuple[Kind, ...] = (
     VERDICTS,
     MODULES,
     APPEARANCES,
+    GAPS,
     DUAL_DELTAS,
     ISOLATIONS,
     PROBES,

@@ -65,6 +65,11 @@ def appearance_record(event: Any, **context: Any) -> dict[str, Any]:
     return {**record, **context}
 
 
+def gap_record(gap: Any, **context: Any) -> dict[str, Any]:
+    """A tracking gap (:class:`~pytest_fpcheck.tracking.core.gaps.Gap`) as a ``gaps`` record."""
+    return {**gap.to_dict(), **context}
+
+
 def tree_record(tree: Any, **context: Any) -> dict[str, Any]:
     """A revealed SummationTree as a ``trees`` record (its text is ``to_text()``, at most 24
     lines; the DOT graph is left out: it grows with n)."""
@@ -207,6 +212,7 @@ _RECORDERS: dict[str, Callable[..., dict[str, Any]]] = {
     "modules": _result_record,
     "dual_deltas": _result_record,
     "appearances": appearance_record,
+    "gaps": gap_record,
     "isolations": isolation_record,
     "probes": probe_record,
     "trees": tree_record,

@@ -10,6 +10,10 @@ internal failure, the traceback. Nothing is silent: each tracker keeps its gaps
 (``Tracker.gaps``) and, on leaving its block, hands them to every collector open on the thread
 (:func:`collecting`: the pytest plugin adds them to the run report and the terminal summary).
 Under ``strict=True`` (``--fpcheck-strict``) the tracker raises instead, as it did before.
+
+A test that ``pytest --fpcheck`` runs without tracking (``--fpcheck-track=auto`` found no way for
+it to ask for a verdict) runs inside :func:`untracked`, so that a verdict asked there all the
+same says why no bounds exist (:func:`why_untracked`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["INTERNAL_FAILURE", "NO_RULE", "Gap", "collecting", "hand_over", "merge"]
+__all__ = [
+    "INTERNAL_FAILURE",
+    "NO_RULE",
+    "Gap",
+    "collecting",
+    "hand_over",
+    "merge",
+    "untracked",
+    "why_untracked",
+]
 
 #: an operation with a floating operand and neither an interval rule nor a decomposition
 NO_RULE = "no rule"
@@ -85,6 +98,7 @@ def merge(into: dict[tuple[str, str], Gap], gaps: Iterable[Gap]) -> None:
 class _Collectors(threading.local):
     def __init__(self) -> None:
         self.lists: list[list[Gap]] = []
+        self.untracked: list[str] = []
 
 
 _COLLECTORS = _Collectors()
@@ -106,3 +120,18 @@ def collecting() -> Iterator[list[Gap]]:
         yield collected
     finally:
         _COLLECTORS.lists[:] = [other for other in _COLLECTORS.lists if other is not collected]
+
+
+@contextmanager
+def untracked(reason: str) -> Iterator[None]:
+    """Run the block knowing that no tracker watches it, and why (``reason``)."""
+    _COLLECTORS.untracked.append(reason)
+    try:
+        yield
+    finally:
+        _COLLECTORS.untracked.pop()
+
+
+def why_untracked() -> str | None:
+    """Why the code running on this thread is not tracked, when :func:`untracked` says so."""
+    return _COLLECTORS.untracked[-1] if _COLLECTORS.untracked else None

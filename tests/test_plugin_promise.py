@@ -1,0 +1,189 @@
+"""The plugin's promise (issue 17), end to end: ``pytest --fpcheck`` on tests written by someone
+who never heard of fpcheck changes no outcome; what tracking could not bound is listed in the
+run report and the terminal summary; ``--fpcheck-strict`` raises as before; a test that cannot
+ask for a verdict is not tracked (``--fpcheck-track=auto``), and a verdict asked there anyway
+says why it has no bounds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pytest_fpcheck.report import read_document
+
+pytest.importorskip("torch")
+
+SCHEMA = json.loads((Path(__file__).parents[1] / "docs/report-schema.json").read_text())
+
+#: tests in the style of third-party PyTorch libraries (no mention of this package anywhere)
+FOREIGN = """
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+@torch.library.custom_op("foreign::scaled", mutates_args=())
+def scaled(x: torch.Tensor) -> torch.Tensor:
+    return x * 1.5
+
+
+def rotary(dim, length, base=10000):
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+    freqs = torch.outer(torch.arange(length).float(), inv_freq)
+    return torch.cat([freqs.cos(), freqs.sin()], dim=-1)
+
+
+def test_rotary_embedding():
+    table = rotary(8, 5)
+    assert table.shape == (5, 8)
+    assert torch.allclose(table[0, :4], torch.ones(4))
+
+
+def test_cross_entropy_on_3d_logits():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 7, 5, requires_grad=True)  # (batch, classes, positions)
+    target = torch.randint(0, 7, (2, 5))
+    loss = F.cross_entropy(logits, target)
+    loss.backward()
+    assert loss.item() > 0
+    assert logits.grad.shape == logits.shape
+
+
+def test_integer_work():
+    codes = torch.arange(12).cumsum(0) % 5
+    assert codes.max() < 5
+    assert (2 ** torch.arange(6)).tolist() == [1, 2, 4, 8, 16, 32]
+
+
+def test_sampling():
+    torch.manual_seed(1)
+    probs = torch.softmax(torch.randn(3, 6), dim=-1)
+    draws = torch.multinomial(probs, 4, replacement=True)
+    noise = torch.normal(torch.zeros(3), probs[:, 0])
+    assert draws.shape == (3, 4)
+    assert torch.isfinite(noise).all()
+
+
+def test_custom_op():
+    assert torch.equal(scaled(torch.ones(2)), torch.full((2,), 1.5))
+
+
+def test_a_real_failure():
+    assert torch.ones(2).sum() == 3
+
+
+@pytest.mark.xfail(strict=True)
+def test_expected_to_fail():
+    torch.mm(torch.ones(2, 3), torch.ones(2, 3))
+"""
+
+OUTCOMES = {"passed": 5, "failed": 1, "xfailed": 1}
+
+
+def _report(path: Path) -> dict[str, Any]:
+    document = read_document(path)
+    jsonschema.validate(document, SCHEMA)
+    return document
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [(), ("--fpcheck",), ("--fpcheck", "--fpcheck-track=always")],
+    ids=["plain", "fpcheck", "tracked"],
+)
+def test_foreign_tests_keep_their_outcomes(pytester: pytest.Pytester, flags) -> None:
+    pytester.makepyfile(test_foreign=FOREIGN)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", *flags)
+    result.assert_outcomes(**OUTCOMES)
+
+
+def test_gaps_are_listed_with_count_and_first_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_foreign=FOREIGN)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:xdist", "--fpcheck", "--fpcheck-track=always", "--fpcheck-report=run.json"
+    )
+    result.assert_outcomes(**OUTCOMES)
+    document = _report(pytester.path / "run.json")
+    gaps = [g for g in document["gaps"] if g["op"] == "foreign.scaled.default"]
+    assert len(gaps) == 1
+    (gap,) = gaps
+    assert gap["test"] == "test_foreign.py::test_custom_op"
+    assert gap["reason"] == "no rule"
+    assert gap["count"] == 1
+    assert Path(gap["file"]).name == "test_foreign.py"
+    lines = (pytester.path / "test_foreign.py").read_text().splitlines()
+    assert lines[gap["line"] - 1] == (
+        "    assert torch.equal(scaled(torch.ones(2)), torch.full((2,), 1.5))"
+    )
+    assert document["counts"]["gaps"]["no rule"] >= 1
+    assert "internal failure" not in document["counts"]["gaps"]  # no tracker bug met here
+    result.stdout.fnmatch_lines(
+        [
+            "*fpcheck: operations tracking could not bound*",
+            "*no rule*foreign.scaled.default*1*test_foreign.py:*",
+        ]
+    )
+
+
+def test_strict_raises_into_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_foreign=FOREIGN)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:xdist", "--fpcheck", "--fpcheck-track=always", "--fpcheck-strict",
+        "-k", "custom_op",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*UnsupportedOperation*foreign.scaled.default*"])
+    pytester.makeini("[pytest]\nfpcheck = true\nfpcheck_track = always\nfpcheck_strict = true\n")
+    pytester.runpytest_subprocess("-p", "no:xdist", "-k", "custom_op").assert_outcomes(failed=1)
+    pytester.makeini("[pytest]\nfpcheck_strict = maybe\n")
+    result = pytester.runpytest_subprocess("-p", "no:xdist")
+    result.stderr.fnmatch_lines(["*fpcheck_strict*"])
+
+
+def test_only_tests_that_can_ask_for_a_verdict_are_tracked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        helper="""
+        import pytest_fpcheck as fp
+
+        def bounded(t):
+            return fp.bounds_of(t) is not None
+        """,
+        test_own="""
+        import torch
+        import pytest_fpcheck as fp
+
+        def test_module_names_the_package():
+            assert fp.bounds_of(torch.ones(3) / 3) is not None
+
+        def test_forced_off_by_nothing(fpcheck):
+            assert fp.bounds_of(torch.ones(3) / 3) is not None
+        """,
+        test_helper="""
+        import torch
+        from helper import bounded
+
+        def test_through_a_helper_module():
+            assert bounded(torch.ones(3) / 3)
+        """,
+        test_foreign="""
+        import importlib
+        import torch
+
+        api = importlib.import_module("pytest_" + "fp" + "check")
+
+        def test_untracked():
+            x = torch.ones(3) / 3
+            assert api.bounds_of(x) is None
+            verdict = api.classify(x, x.double() * (1 + 1e-9))
+            assert verdict.kind == "close"
+            assert any("did not track this test" in note for note in verdict.notes)
+        """,
+    )
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "--fpcheck", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "--fpcheck-track=bogus", "--fpcheck")
+    result.stderr.fnmatch_lines(["*--fpcheck-track / fpcheck_track*one of auto, always*"])
