@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from ..formats import Format, overflow_limits, quantize
+from . import fallbacks
 from .jit import jit
 
 if TYPE_CHECKING:
@@ -268,7 +269,7 @@ def step_up_to(
     return round_to(next_up(v), precision, smallest_normal, emin, big, has_inf, True)
 
 
-@jit(cache=True)
+@jit(cache=True, fallback=fallbacks.step_all)
 def _step_all(x: np.ndarray, direction: float) -> np.ndarray:  # pragma: no cover - compiled
     out = np.empty_like(x)
     if direction > 0:
@@ -280,7 +281,7 @@ def _step_all(x: np.ndarray, direction: float) -> np.ndarray:  # pragma: no cove
     return out
 
 
-@jit(cache=True)
+@jit(cache=True, fallback=fallbacks.round_all)
 def _round_all(
     x: np.ndarray, precision: int, emin: int, big: float, has_inf: bool, up: bool
 ) -> np.ndarray:  # pragma: no cover - compiled

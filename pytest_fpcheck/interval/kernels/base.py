@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...formats import Format
+from .. import fallbacks
 from ..jit import jit
 from ..rounding import (
     _bits,
@@ -135,7 +136,7 @@ def flat(array: np.ndarray) -> np.ndarray:
     return moved.reshape(-1)
 
 
-@jit(cache=True, error_model="numpy")
+@jit(cache=True, error_model="numpy", fallback=fallbacks.summary)
 def _summary(lo: np.ndarray, hi: np.ndarray) -> tuple[float, bool]:  # pragma: no cover
     # branch-free, and the largest width kept as its bit pattern: widths are not negative, and
     # the patterns of non-negative float64 numbers order as the numbers do, so the maximum is

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...formats import Format
+from .. import fallbacks
 from ..jit import jit
 from .base import (
     empty_like_order,
@@ -71,7 +72,11 @@ def _gelu_erf_bounds_loop(
 def _gelu_erf_bounds(point: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @jit(cache=True, error_model="numpy")
+    @jit(
+        cache=True,
+        error_model="numpy",
+        fallback=functools.partial(fallbacks.gelu_erf, point, fast32),
+    )
     def kernel(
         lo: np.ndarray,
         hi: np.ndarray,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...formats import Format
+from .. import fallbacks
 from ..jit import jit
 from .base import (
     bump,
@@ -192,7 +193,11 @@ def _epilogue_loop(
 def _epilogue(has_addend: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @jit(cache=True, error_model="numpy")
+    @jit(
+        cache=True,
+        error_model="numpy",
+        fallback=functools.partial(fallbacks.epilogue, has_addend, fast32),
+    )
     def kernel(
         mid: np.ndarray,
         rad: np.ndarray,

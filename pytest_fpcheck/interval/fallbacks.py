@@ -1,0 +1,293 @@
+"""Exact NumPy twins of compiled kernels: the same float64 operations in the same order on whole
+arrays, giving the same bits as the compiled loops (RENDER section II-C's outward rounding, as
+:mod:`pytest_fpcheck.interval.rounding` states it), run while a kernel is not yet compiled (see
+:mod:`pytest_fpcheck.interval.jit`).
+
+Each twin takes the compiled kernel's arguments (a kernel compiled per switch setting takes the
+switches first) and writes or returns what the kernel does. The scalar helpers below are the
+element-wise forms of :mod:`pytest_fpcheck.interval.rounding`'s compiled ones: branches become
+``np.where`` selections, integer bit arithmetic wraps as in compiled code, and Numba's
+``min(a, b)`` / ``max(a, b)`` are ``b if b < a else a`` / ``b if b > a else a`` (which decides
+where a NaN goes). ``tests/test_fallbacks.py`` checks every twin against its kernel bit for bit
+on adversarial inputs (NaN, infinities, signed zeros, subnormals, the formats' edges).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..formats import overflow_limits, quantize
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    Array = NDArray[np.float64]
+
+__all__ = [
+    "epilogue",
+    "gelu_erf",
+    "outward",
+    "outward_step",
+    "round_all",
+    "step_all",
+    "summary",
+]
+
+_BIG64 = float(np.finfo(np.float64).max)
+_MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
+_INF_BITS = np.int64(0x7FF0000000000000)
+FormatArgs = tuple[bool, int, float, int, float, bool]
+
+
+def _bits(v: Array) -> NDArray[np.int64]:
+    return np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
+
+
+def _from_bits(b: NDArray[np.int64]) -> Array:
+    return np.ascontiguousarray(b, dtype=np.int64).view(np.float64)
+
+
+def _minimum(a: Array, b: Array) -> Array:
+    """Numba's (and Python's) ``min(a, b)``: ``b if b < a else a``."""
+    return np.where(b < a, b, a)
+
+
+def _maximum(a: Array, b: Array) -> Array:
+    """Numba's (and Python's) ``max(a, b)``: ``b if b > a else a``."""
+    return np.where(b > a, b, a)
+
+
+def next_up(v: Array) -> Array:
+    """:func:`..rounding.next_up` element-wise."""
+    b = _bits(v)
+    magnitude = b & _MAGNITUDE
+    regular = (magnitude > 0) & (magnitude < _INF_BITS)
+    stepped = _from_bits(b + (np.int64(1) | (b >> 63)))
+    other = np.where(v != v, math.inf, np.where(v == 0.0, 5e-324, np.where(v > 0, v, -_BIG64)))
+    return np.where(regular, stepped, other)
+
+
+def next_down(v: Array) -> Array:
+    """:func:`..rounding.next_down` element-wise."""
+    b = _bits(v)
+    magnitude = b & _MAGNITUDE
+    regular = (magnitude > 0) & (magnitude < _INF_BITS)
+    stepped = _from_bits(b - (np.int64(1) | (b >> 63)))
+    other = np.where(v != v, -math.inf, np.where(v == 0.0, -5e-324, np.where(v < 0, v, _BIG64)))
+    return np.where(regular, stepped, other)
+
+
+def _round_one(x: Array, precision: int, emin: int, big: float, has_inf: bool, up: bool) -> Array:
+    """:func:`..rounding._round_one` element-wise (with :func:`..rounding.round_scalar`)."""
+    mode = 3 if up else 2
+    with np.errstate(all="ignore"):
+        y = quantize(x, precision, emin, mode) + 0.0
+    above, below = overflow_limits(mode, big, math.inf)
+    rounded = np.where(y > big, above, np.where(y < -big, below, y))
+    if has_inf:
+        infinite = x
+    else:
+        keep = (x > 0) == up
+        infinite = np.where(keep, x, np.where(x > 0, big, -big))
+    nan = math.inf if up else -math.inf
+    return np.where(x != x, nan, np.where(np.isinf(x), infinite, np.where(x == 0.0, x, rounded)))
+
+
+def round_to(
+    v: Array, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool, up: bool
+) -> Array:
+    """:func:`..rounding.round_to` element-wise."""
+    b = _bits(v)
+    magnitude = b & _MAGNITUDE
+    normal = (magnitude >= _bits(np.float64(smallest_normal))) & (magnitude < _INF_BITS)
+    drop = 53 - precision
+    low = (np.int64(1) << drop) - 1
+    kept = b & ~low
+    away = (b >= 0) == up
+    y = _from_bits(np.where((b & low) == 0, b, np.where(away, kept + (np.int64(1) << drop), kept)))
+    if up:
+        y = np.where(y > big, math.inf, np.where(y < -big, -big, y))
+    else:
+        y = np.where(y > big, big, np.where(y < -big, -math.inf, y))
+    return np.where(normal, y, _round_one(v, precision, emin, big, has_inf, up))
+
+
+def _step_to(
+    v: Array, precision: int, smallest_normal: float, emin: int, big: float, has_inf: bool, up: bool
+) -> Array:
+    """:func:`..rounding.step_up_to` (``up``) or :func:`..rounding.step_down_to` element-wise."""
+    b = _bits(v)
+    magnitude = b & _MAGNITUDE
+    normal = (magnitude > _bits(np.float64(smallest_normal))) & (magnitude < _INF_BITS)
+    drop = 53 - precision
+    low = (np.int64(1) << drop) - 1
+    unit = np.int64(1) << drop
+    kept = b & ~low
+    negative = b >> 63
+    on_grid = ((b & low) == 0).astype(np.int64)
+    if up:
+        y = _from_bits(kept + ((~negative & unit) | (negative & -(unit * on_grid))))
+        y = np.where(y > big, math.inf, np.where(y < -big, -big, y))
+        other = round_to(next_up(v), precision, smallest_normal, emin, big, has_inf, True)
+    else:
+        y = _from_bits(kept + ((negative & unit) | (~negative & -(unit * on_grid))))
+        y = np.where(y > big, big, np.where(y < -big, -math.inf, y))
+        other = round_to(next_down(v), precision, smallest_normal, emin, big, has_inf, False)
+    return np.where(normal, y, other)
+
+
+def float32_directed(v: Array, up: bool, strict: bool) -> Array:
+    """:func:`..rounding.float32_directed` element-wise."""
+    with np.errstate(all="ignore"):
+        r = v.astype(np.float32)
+    back = r.astype(np.float64)
+    if up:
+        step = (back < v) | (strict & (back == v) & (v != math.inf))
+    else:
+        step = (back > v) | (strict & (back == v) & (v != -math.inf))
+    b = r.view(np.int32).astype(np.int64)
+    toward = (b >> 31) | 1
+    delta = toward if up else -toward
+    zero = ((b & 0x7FFFFFFF) == 0).astype(np.int64)
+    from_zero = 1 if up else -0x7FFFFFFF
+    stepped = (b + delta) * (1 - zero) + from_zero * zero
+    bits = b + step.astype(np.int64) * (stepped - b)
+    result = bits.astype(np.int32).view(np.float32).astype(np.float64)
+    # + 0.0: a zero reached from a nonzero v is +0 (-0 only as the strict upper neighbour of
+    # -2**-1074)
+    keep_sign = np.where(v == -(2.0**-1074), -0.0, 0.0) if strict and up else 0.0
+    result = result + keep_sign
+    nan = math.inf if up else -math.inf
+    result = np.where(v != v, nan, result)
+    if not strict:
+        result = np.where(v == 0.0, v, result)
+    return result
+
+
+def outward(lo: Array, hi: Array, fa: FormatArgs, fast32: bool) -> tuple[Array, Array]:
+    """:func:`.kernels.base.outward` element-wise."""
+    if fast32:
+        return float32_directed(lo, False, False), float32_directed(hi, True, False)
+    if fa[0]:
+        return np.where(lo != lo, -math.inf, lo), np.where(hi != hi, math.inf, hi)
+    return (
+        round_to(lo, fa[1], fa[2], fa[3], fa[4], fa[5], False),
+        round_to(hi, fa[1], fa[2], fa[3], fa[4], fa[5], True),
+    )
+
+
+def outward_step(lo: Array, hi: Array, fa: FormatArgs, fast32: bool) -> tuple[Array, Array]:
+    """:func:`.kernels.base.outward_step` element-wise."""
+    if fast32:
+        return float32_directed(lo, False, True), float32_directed(hi, True, True)
+    if fa[0]:
+        return next_down(lo), next_up(hi)
+    return (
+        _step_to(lo, fa[1], fa[2], fa[3], fa[4], fa[5], False),
+        _step_to(hi, fa[1], fa[2], fa[3], fa[4], fa[5], True),
+    )
+
+
+def bump(r: Array) -> Array:
+    """:func:`.kernels.base.bump` element-wise."""
+    return np.where(r >= 2.0**-1000, r * (1.0 + 2.0**-51), r + 2.0**-1022)
+
+
+# the twins of kernels
+
+
+def step_all(x: Array, direction: float) -> Array:
+    """``rounding._step_all``: one float64 step up (``direction > 0``) or down."""
+    return next_up(x) if direction > 0 else next_down(x)
+
+
+def round_all(x: Array, precision: int, emin: int, big: float, has_inf: bool, up: bool) -> Array:
+    """``rounding._round_all``: directed rounding onto a format (float32's parameters take the
+    hardware conversion's path, as the kernel does)."""
+    if precision == 24 and emin == -126 and has_inf:
+        return float32_directed(x, up, False)
+    return round_to(x, precision, math.ldexp(1.0, emin), emin, big, has_inf, up)
+
+
+def summary(lo: Array, hi: Array) -> tuple[float, bool]:
+    """``kernels.base._summary``: (largest width, some element is the whole line)."""
+    with np.errstate(all="ignore"):
+        width = hi - lo
+    width = np.where(lo == hi, 0.0, width)
+    width = np.where(width != width, math.inf, width)
+    widest = max(int(np.max(_bits(width), initial=0)), 0)
+    unbounded = bool(np.any((lo == -math.inf) & (hi == math.inf)))
+    return float(np.int64(widest).view(np.float64)), unbounded
+
+
+def epilogue(
+    has_addend: bool,
+    fast32: bool,
+    mid: Array,
+    rad: np.ndarray,
+    addend_mid: Array,
+    addend_rad: Array,
+    c: tuple[float, float, float, float],
+    fa: FormatArgs,
+    lo: Array,
+    hi: Array,
+) -> None:
+    """``kernels.linalg._epilogue(has_addend, fast32)``: a product's enclosure from its midpoint
+    and radius product."""
+    multiplier, scale, eta, limit = c
+    if mid.size == 0:
+        return
+    m = mid
+    with np.errstate(all="ignore"):
+        r = rad.astype(np.float64) * multiplier
+        if has_addend:
+            index = np.arange(mid.size) % addend_mid.size
+            m = m + addend_mid[index]
+            r = r + addend_rad[index]
+        r = bump((r + eta) * scale)
+        whole = ~(r < limit) | ~np.isfinite(m)
+        low, high = outward_step(m - r, m + r, fa, fast32)
+    lo[:] = np.where(whole, -math.inf, low)
+    hi[:] = np.where(whole, math.inf, high)
+
+
+def gelu_erf(
+    point: bool,
+    fast32: bool,
+    lo: Array,
+    hi: Array,
+    erf_lo: Array,
+    erf_hi: Array,
+    c: tuple[float, float, float, float],
+    fa: FormatArgs,
+    out_lo: Array,
+    out_hi: Array,
+) -> None:
+    """``kernels.composite._gelu_erf_bounds(point, fast32)``: GELU's enclosure from the erf
+    values of the ends."""
+    x_min, f_min, u, floor = c
+    with np.errstate(all="ignore"):
+        a = lo
+        f_a = 0.5 * a * (1.0 + erf_lo)
+        if point:
+            b, low, high = a, f_a, f_a
+        else:
+            b = hi
+            f_b = 0.5 * b * (1.0 + erf_hi)
+            low, high = _minimum(f_a, f_b), _maximum(f_a, f_b)
+            holds_minimum = (a <= x_min + 1e-9) & (x_min - 1e-9 <= b)
+            low = np.where(holds_minimum, _minimum(low, np.float64(f_min)), low)
+            undefined = f_b != f_b
+            low = np.where(undefined, f_b, low)
+            high = np.where(undefined, f_b, high)
+        x_mag = _maximum(np.abs(a), np.abs(b))
+        f_mag = _maximum(np.abs(low), np.abs(high))
+        spread = x_mag * u * (9.0 + 0.5 * x_mag) + floor + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
+        down_end, up_end = low - spread, high + spread
+        whole = (f_a != f_a) | (down_end != down_end) | (up_end != up_end)
+        low_out, high_out = outward_step(down_end, up_end, fa, fast32)
+    out_lo[:] = np.where(whole, -math.inf, low_out)
+    out_hi[:] = np.where(whole, math.inf, high_out)

@@ -1,0 +1,140 @@
+"""Every kernel's NumPy twin (``interval/fallbacks.py``) gives the compiled kernel's bits, on
+adversarial inputs: NaN, infinities, signed zeros, float64 subnormals, each format's smallest
+and largest numbers and their neighbours, values on and off each grid, random magnitudes."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from pytest_fpcheck import formats as F
+from pytest_fpcheck.interval import rounding
+from pytest_fpcheck.interval.kernels import base, composite, format_args, linalg
+
+FORMATS = ["float64", "float32", "tfloat32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"]
+
+
+def adversarial(seed: int = 0, size: int = 3000) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return _adversarial(seed, size)
+
+
+def _adversarial(seed: int, size: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    values = [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -5e-324, 2.0**-1074 * 3]
+    values += [np.finfo(np.float64).max, -np.finfo(np.float64).max, 2.0**-1022, -(2.0**-1022)]
+    for name in FORMATS:
+        fmt = F.format_of(name)
+        for edge in (fmt.max_finite, fmt.smallest_normal, fmt.smallest_subnormal, 1.0, 1 / 3):
+            values += [edge, -edge, *np.nextafter(edge, [-math.inf, math.inf])]
+            values += [-x for x in np.nextafter(edge, [-math.inf, math.inf])]
+        values += [fmt.max_finite * 1.0000001, fmt.max_finite * 2]
+    random = rng.standard_normal(size) * 2.0 ** rng.integers(-1080, 1030, size)
+    grid = F.round_to(rng.standard_normal(size) * 2.0 ** rng.integers(-30, 30, size), "float16")
+    values_array = np.array(values, dtype=np.float64)
+    return np.concatenate([values_array, -values_array, random, grid])
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.all(a.view(np.int64) == b.view(np.int64)))
+
+
+def compiled_and_twin(kernel, *args):
+    """(the compiled kernel's result, the twin's result) of one call."""
+    return kernel.dispatcher(*args), kernel.fallback(*args)
+
+
+@pytest.mark.parametrize("direction", [1.0, -1.0])
+def test_step_all(direction):
+    x = adversarial()
+    compiled, twin = compiled_and_twin(rounding._step_all, x, direction)
+    assert same_bits(compiled, twin)
+
+
+@pytest.mark.parametrize(("name", "up"), list(itertools.product(FORMATS[1:], [False, True])))
+def test_round_all(name, up):
+    fmt = F.format_of(name)
+    x = adversarial()
+    args = (x, fmt.precision, fmt.emin, fmt.max_finite, fmt.has_inf, up)
+    compiled, twin = compiled_and_twin(rounding._round_all, *args)
+    assert same_bits(compiled, twin)
+
+
+def test_summary():
+    x = adversarial()
+    rng = np.random.default_rng(1)
+    y = x[rng.permutation(x.size)]
+    pairs = [
+        (np.minimum(x, y), np.maximum(x, y)),
+        (x, y),  # some widths negative or NaN
+        (x, x),
+        (np.minimum(x, y)[:0], np.maximum(x, y)[:0]),
+        (np.full(3, -math.inf), np.full(3, math.inf)),
+    ]
+    for lo, hi in pairs:
+        compiled, twin = compiled_and_twin(base._summary, lo, hi)
+        assert same_bits(compiled[0], twin[0])
+        assert compiled[1] == twin[1]
+
+
+def ends(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    x = adversarial(seed)
+    y = x[np.random.default_rng(seed + 7).permutation(x.size)]
+    with np.errstate(invalid="ignore"):
+        return np.fmin(x, y), np.fmax(x, y)
+
+
+@pytest.mark.parametrize(
+    ("name", "has_addend", "rad_dtype"),
+    list(itertools.product(FORMATS, [False, True], [np.float64, np.float32])),
+)
+def test_matmul_epilogue(name, has_addend, rad_dtype):
+    fmt = F.format_of(name)
+    mid, other = ends(2)
+    with np.errstate(all="ignore"):
+        rad = np.abs(other).astype(rad_dtype)
+    size = mid.size - mid.size % 7
+    mid, rad = mid[:size], rad[:size]
+    addend_mid, addend_rad = (
+        (ends(3)[0][:7], np.abs(ends(4)[1][:7]))
+        if has_addend
+        else (
+            np.zeros(0),
+            np.zeros(0),
+        )
+    )
+    for c in [(3.0, 1.0 + 2.0**-20, 2.0**-1074, 1e300), (1.0, 1.0, 0.0, math.inf)]:
+        kernel = linalg._epilogue(has_addend, name == "float32")
+        out = [np.empty(size) for _ in range(4)]
+        args = (mid, rad, addend_mid, addend_rad, c, format_args(fmt))
+        kernel.dispatcher(*args, out[0], out[1])
+        kernel.fallback(*args, out[2], out[3])
+        assert same_bits(out[0], out[2])
+        assert same_bits(out[1], out[3])
+
+
+@pytest.mark.parametrize(("name", "point"), list(itertools.product(FORMATS, [False, True])))
+def test_gelu_erf_bounds(name, point):
+    from scipy.special import erf
+
+    fmt = F.format_of(name)
+    lo, hi = ends(5)
+    if point:
+        hi = lo
+    with np.errstate(all="ignore"):
+        erf_lo = erf(lo * math.sqrt(0.5))
+        erf_hi = erf_lo if point else erf(hi * math.sqrt(0.5))
+    compute = F.format_of("float32")
+    for minimum in [(-0.7517916, -0.1699712), (0.0, 0.0)]:
+        c = (*minimum, compute.unit_roundoff, 4 * compute.smallest_normal)
+        kernel = composite._gelu_erf_bounds(point, name == "float32")
+        out = [np.empty(lo.size) for _ in range(4)]
+        args = (lo, hi, erf_lo, erf_hi, c, format_args(fmt))
+        kernel.dispatcher(*args, out[0], out[1])
+        kernel.fallback(*args, out[2], out[3])
+        assert same_bits(out[0], out[2])
+        assert same_bits(out[1], out[3])
