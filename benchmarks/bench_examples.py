@@ -8,9 +8,10 @@ system, all threads). Prints the run's wall and CPU time, the slowest tests, and
 average before and after: on a shared machine the wall times grow with the load, the CPU times
 much less, so both are recorded.
 
-``--cold`` gives Numba an empty cache directory (``NUMBA_CACHE_DIR``), as on a fresh clone where
-the interval kernels are compiled on first use; without it the kernels compiled by earlier runs
-are loaded from ``__pycache__``.
+``--cold`` gives the compiled kernels an empty cache folder (``FPCHECK_CACHE_DIR``), as on a
+machine where pytest-fpcheck never ran: the interval kernels are compiled on first use; without
+it the kernels compiled by earlier runs are loaded from the user's cache
+(:func:`pytest_fpcheck.interval.jit.cache_dir`).
 
 Run: ``python benchmarks/bench_examples.py [--cold] [--slowest 5]``.
 """
@@ -71,7 +72,7 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cold", action="store_true", help="an empty Numba cache, as on a clone")
+    parser.add_argument("--cold", action="store_true", help="an empty kernel cache")
     parser.add_argument("--slowest", type=int, default=5, help="how many tests to list")
     args = parser.parse_args()
 
@@ -87,11 +88,11 @@ def main() -> None:
             "FPCHECK_BENCH_OUT": str(out),
         }
         if args.cold:
-            env["NUMBA_CACHE_DIR"] = str(Path(folder, "numba-cache"))
+            env["FPCHECK_CACHE_DIR"] = str(Path(folder, "kernel-cache"))
         full = [sys.executable, *command[1:], "-p", "fpcheck_examples_probe"]
         print(f"{platform.node()}: {os.cpu_count()} cores, {platform.processor() or 'cpu'}")
         print(
-            f"+ {shlex.join(command)} (cwd {ROOT}, {'cold' if args.cold else 'warm'} Numba cache)"
+            f"+ {shlex.join(command)} (cwd {ROOT}, {'cold' if args.cold else 'warm'} kernel cache)"
         )
         print(f"before: {load()}")
         start = time.perf_counter()
