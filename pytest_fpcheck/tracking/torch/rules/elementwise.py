@@ -66,8 +66,25 @@ def _add(ctx: RuleContext) -> Interval:
 
 @rule("aten.mul")
 def _mul(ctx: RuleContext) -> Interval:
+    """A Python number times a float16 or bfloat16 tensor on the CPU: ATen's ``mul_kernel``
+    takes the number in the compute format (``original_scalar_value<opmath_t>``, float32), not
+    rounded to the tensor's format first (measured bit for bit on contiguous, strided, 0-d and
+    broadcast tensors and in place, ``tests/tracking/test_scalar_products.py``), so it is
+    rounded outward onto float32 rather than onto the tensor's format (a bfloat16 ULP of the
+    scale factor, 2**-8 relatively, in every attention score); elsewhere (other devices) onto
+    the tensor's format, which encloses either conversion."""
     a, b = ctx.arg(0, "self"), ctx.arg(1, "other")
+    if ctx.device.type == "cpu" and (_is_number(a) or _is_number(b)):
+        bits = max(ctx.operand_bits(a, b), ctx.compute.precision)
+        return ew.mul(
+            ctx.operand(a, ctx.compute), ctx.operand(b, ctx.compute), ctx.fmt, operand_bits=bits
+        )
     return ew.mul(ctx.operand(a), ctx.operand(b), ctx.fmt, operand_bits=ctx.operand_bits(a, b))
+
+
+def _is_number(x: Any) -> bool:
+    """A Python number (not a tensor): what a wrapped scalar argument arrives as."""
+    return isinstance(x, (bool, int, float))
 
 
 @rule("aten.native_dropout")
