@@ -179,6 +179,7 @@ def test_settings_of_one_kernel_get_data_files_of_their_own(tmp_path):
 
 def test_a_kernel_answers_with_its_twin_until_it_is_compiled(monkeypatch):
     monkeypatch.delenv(J.MODE_ENV, raising=False)
+    monkeypatch.setattr(J, "_TWINS", J._TwinTime())
     calls = []
 
     def twin(x: np.ndarray, out: np.ndarray) -> None:
@@ -191,14 +192,59 @@ def test_a_kernel_answers_with_its_twin_until_it_is_compiled(monkeypatch):
 
     kernel = J.jit(fallback=twin)(double)
     x, out = np.arange(3.0), np.empty(3)
-    kernel(x, out)
+    kernel(x, out)  # small work: the twin answers, nothing is compiled
+    J.wait_for_kernels()
     assert calls == [3]
     assert out.tolist() == [0.0, 2.0, 4.0]
+    assert not kernel.ready
+    J._TWINS.seconds = J.WARM_UP_SECONDS  # the twins have run long enough: warm up
+    kernel(x, out)
+    assert calls == [3, 3]
     J.wait_for_kernels()
     assert kernel.ready
     kernel(x + 1, out)
-    assert calls == [3]
+    assert calls == [3, 3]
     assert out.tolist() == [2.0, 4.0, 6.0]
+
+
+def test_a_twin_called_on_a_large_array_begins_the_warm_up(monkeypatch):
+    monkeypatch.delenv(J.MODE_ENV, raising=False)
+    monkeypatch.setattr(J, "_TWINS", J._TwinTime())
+
+    def double(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+        for i in range(x.size):
+            out[i] = x[i] * 2.0
+
+    kernel = J.jit(fallback=lambda x, out: np.multiply(x, 2.0, out=out))(double)
+    x = np.ones(J.WARM_UP_SIZE + 1)
+    kernel(x, np.empty_like(x))
+    J.wait_for_kernels()
+    assert kernel.ready
+
+
+def test_the_readme_tour_imports_no_numba_and_compiles_nothing(tmp_path):
+    out = run(
+        """
+        import sys
+        import torch
+        import pytest_fpcheck as fp
+        torch.manual_seed(0)
+        x = torch.randn(64, 256, dtype=torch.float16)
+        w = torch.randn(256, 32, dtype=torch.float16)
+        with fp.track():
+            y = torch.nn.functional.gelu(x @ w)
+        reference = torch.nn.functional.gelu(x.double() @ w.double())
+        fp.assert_roundoff_close(y, reference)
+        print(fp.bounds_of(y))
+        print("numba" in sys.modules, "torch._dynamo" in sys.modules)
+        """,
+        {J.CACHE_ENV: str(tmp_path)},
+    )
+    assert out.splitlines() == [
+        "Bounds(shape=(64, 32), format=float16, mode=rigorous, max radius=0.0938)",
+        "False False",
+    ]
+    assert not numba_files(tmp_path)
 
 
 def test_eager_mode_and_large_arrays_wait_for_the_compiled_kernel(monkeypatch):

@@ -27,10 +27,14 @@ never a wrong kernel.
 
 **The warm-up.** A kernel given a ``fallback`` (an exact NumPy twin, vectorised, bit-identical to
 the compiled loop: :mod:`pytest_fpcheck.interval.fallbacks`) never makes its caller wait for a
-compilation: until the compiled kernel is ready, a call runs the twin and asks a background
-thread to load (or compile) the kernel for the call's types; later calls run compiled. Calls
-with more than :data:`FALLBACK_LIMIT` elements in one array wait for the compiled kernel (the
-twin's temporaries grow with the array), and so does every kernel without a twin.
+compilation: until the compiled kernel is ready, a call runs the twin. Once the work is worth a
+compilation (a twin called on more than :data:`WARM_UP_SIZE` elements, or the twins' time
+reaching :data:`WARM_UP_SECONDS`), each twin call asks a background thread to load (or compile)
+its kernel for the call's types, and later calls run compiled; a short script never starts the
+thread, so it neither imports Numba nor waits at exit for a compilation (a process that ends
+while the thread works waits for the kernel in hand, never for the rest of the queue). Calls with
+more than :data:`FALLBACK_LIMIT` elements in one array wait for the compiled kernel (the twin's
+temporaries grow with the array), and so does every kernel without a twin.
 ``FPCHECK_JIT=eager`` turns the twins and the thread off: every call waits for its kernel.
 """
 
@@ -43,6 +47,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,6 +55,8 @@ from typing import Any
 __all__ = [
     "CACHE_ENV",
     "FALLBACK_LIMIT",
+    "WARM_UP_SECONDS",
+    "WARM_UP_SIZE",
     "Kernel",
     "cache_dir",
     "cache_root",
@@ -64,6 +71,10 @@ CACHE_ENV = "FPCHECK_CACHE_DIR"
 MODE_ENV = "FPCHECK_JIT"
 #: the most elements an array argument may hold for a call to run a kernel's NumPy twin
 FALLBACK_LIMIT = 1 << 20
+#: a twin called with an array larger than this begins the warm-up
+WARM_UP_SIZE = 1 << 16
+#: twins that have run this long in all (seconds) begin the warm-up
+WARM_UP_SECONDS = 0.5
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 #: the sources compiled code is built from (kernels inline helpers across these files)
@@ -184,11 +195,35 @@ class Kernel:
         if dispatcher is not None and dispatcher.overloads:
             return dispatcher(*args)
         if self.fallback is not None and not self.failed and _use_fallback(args):
-            if not self._requested:
+            if not self._requested and _TWINS.warming(args):
                 self._requested = True
                 _WORKER.request(self, args)
-            return self.fallback(*args)
+            start = time.perf_counter()
+            try:
+                return self.fallback(*args)
+            finally:
+                _TWINS.seconds += time.perf_counter() - start
         return self.dispatcher(*args)
+
+
+class _TwinTime:
+    """When the warm-up begins: once a twin has been called with more than
+    :data:`WARM_UP_SIZE` elements in one array, or the twins have run for
+    :data:`WARM_UP_SECONDS` in all; from then on each kernel is asked for at its next twin call.
+    A short script (the README's tour) never compiles and never waits for a compilation."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.begun = False
+
+    def warming(self, args: tuple[Any, ...]) -> bool:
+        if not self.begun:
+            large = any(getattr(arg, "size", 0) > WARM_UP_SIZE for arg in args)
+            self.begun = large or self.seconds >= WARM_UP_SECONDS
+        return self.begun
+
+
+_TWINS = _TwinTime()
 
 
 def jit(
@@ -289,7 +324,7 @@ class _Worker:
     def _run(self) -> None:
         while True:
             task = self._queue.get()
-            if task is None:
+            if task is None or self._stopping:
                 return
             task()
 

@@ -14,6 +14,7 @@ outside torch, this package and the standard library) and the ``nn.Module`` path
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -186,7 +187,25 @@ class Interposer(TorchDispatchMode):
         """Run the operation (``run()``) and return its result; the base class only runs it."""
         return run()
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would wrap __torch_dispatch__ in torch._dynamo.disable, whose first call imports
+        # torch._dynamo (a second of CPU, the most of a first tracked block); the dispatch below
+        # does what that wrapper does, once Dynamo is imported (before, nothing can be compiling)
+        return False
+
     def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        if "torch._dynamo" in sys.modules:
+            return _dispatch_without_dynamo()(self, func, types, args, kwargs)
+        return self._dispatch(func, types, args, kwargs)
+
+    def _dispatch(
         self,
         func: torch._ops.OpOverload,
         types: Any,
@@ -217,3 +236,10 @@ class Interposer(TorchDispatchMode):
             super().__exit__(*exc)
         finally:
             _release_hooks()
+
+
+@functools.cache
+def _dispatch_without_dynamo() -> Callable[..., Any]:
+    """:meth:`Interposer._dispatch` run with Dynamo disabled, as torch runs a dispatch mode's
+    ``__torch_dispatch__`` (``torch._disable_dynamo(..., recursive=True)``)."""
+    return torch._disable_dynamo(Interposer._dispatch, recursive=True)
