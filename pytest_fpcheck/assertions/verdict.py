@@ -4,7 +4,9 @@ The rule (API section 1):
 
 * one-sided (RENDER): every expected element must lie inside the enclosure of ``actual``;
 * two-sided, when ``expected`` has bounds too: the two enclosures must intersect element-wise;
-  disjoint enclosures prove a bug;
+  disjoint enclosures prove a bug; ``expected`` may itself be a Bounds (its value and its
+  enclosure), and one of mode ``"exact"`` (``fp.exact_reference``) judges against the exact
+  result, which the message says;
 * NaN and Inf positions are compared before values: an element where one side is NaN (or an
   infinity the other side's enclosure does not reach) is outside; where both are NaN it matches
   only with ``equal_nan``;
@@ -121,6 +123,7 @@ class Verdict:
     allclose: Allclose
     two_sided: bool = False
     fallback: bool = False
+    against: str = ""
     nonfinite_mismatches: int = 0
     tightness: float | None = None
     resolved: Resolution | None = None
@@ -148,6 +151,8 @@ class Verdict:
         """The verdict as text, in the layout of every failure message
         (:mod:`~pytest_fpcheck.assertions.messages`)."""
         text = _FALLBACK_BUG if self.fallback and self.kind == "bug" else _HEADLINES[self.kind]
+        if self.against:
+            text += f", judged against {self.against}"
         lines = [messages.headline("verdict", [self.kind], text)]
         lines.append(messages.count_line(self.outside, self.total, self._counted()))
         if self.nonfinite_mismatches:
@@ -193,7 +198,8 @@ class Verdict:
         if self.fallback:
             return "elements outside rtol/atol"
         if self.two_sided:
-            return "elements where the enclosures of actual and expected are disjoint"
+            other = self.against or "expected"
+            return f"elements where the enclosures of actual and {other} are disjoint"
         return "expected elements outside the round-off enclosure of actual"
 
     def _offender_line(self, offender: Offender) -> str:
@@ -286,6 +292,20 @@ def _check_bounds(bounds: Any, name: str, shape: tuple[int, ...]) -> Bounds:
     return bounds
 
 
+def split_expected(expected: Any, expected_bounds: Bounds | None) -> tuple[Any, Bounds | None]:
+    """``expected`` given as a Bounds (``fp.exact_reference``'s enclosure of the exact result,
+    or any recorded enclosure) stands for its value, with itself as ``expected_bounds``."""
+    if not isinstance(expected, Bounds):
+        return expected, expected_bounds
+    if expected_bounds is not None:
+        raise InvalidArgument(
+            "expected_bounds",
+            expected_bounds,
+            "None when expected is a Bounds (its own enclosure is used)",
+        )
+    return expected.value, expected
+
+
 def _tolerance(value: Any, name: str) -> float | None:
     if value is None:
         return None
@@ -311,6 +331,7 @@ def classify(
     the ``fpcheck_max_resolution`` option says otherwise) is the worst resolution a
     "roundoff" verdict may have: a wider enclosure gives "inconclusive"."""
     threshold = current_max_resolution(max_resolution)
+    expected, expected_bounds = split_expected(expected, expected_bounds)
     if is_torch_tensor(actual) and is_torch_tensor(expected) and actual.device != expected.device:
         raise InvalidArgument(
             "expected",
@@ -393,6 +414,9 @@ def classify(
         format=fmt,
         allclose=close,
         two_sided=expected_bounds is not None,
+        against="the exact result"
+        if expected_bounds is not None and expected_bounds.mode == "exact"
+        else "",
         nonfinite_mismatches=int(np.count_nonzero(nonfinite & outside_mask)),
         tightness=_tightness(bounds, a, fmt),
         resolved=resolved,
