@@ -238,8 +238,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             stack.callback(_add_gaps, item, found)  # after the tracker hands its gaps over
             why_not = _why_not_tracked(item, test_settings)
             if why_not is None:
+                from .tracking.core.store import STORE
                 from .tracking.track import track
 
+                stack.callback(STORE.sweep)  # the test's dead bounds go with it
                 stack.enter_context(track(strict=test_settings.strict))
             else:
                 stack.enter_context(gaps.untracked(why_not))

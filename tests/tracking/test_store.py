@@ -29,6 +29,18 @@ def test_records_of_freed_storages_are_swept_after_enough_bytes_are_written() ->
     assert fp.bounds_of(kept) is not None  # a live record stays
 
 
+def test_a_sweep_drops_every_freed_storage_and_nothing_else() -> None:
+    with fp.track():
+        kept = torch.rand(8) / 3
+        for _ in range(5):
+            torch.rand(32) / 3  # freed at once
+    gc.collect()
+    assert STORE.sweep() >= 5
+    assert all(not key.expired() for key in STORE._records)
+    assert fp.bounds_of(kept) is not None
+    assert STORE.sweep() == 0
+
+
 def test_results_laid_out_as_a_permutation_of_their_storage() -> None:
     """An element-wise result of a transposed view is a permuted, dense tensor: its record is
     written in storage order, reads back element for element, and follows later partial

@@ -237,6 +237,17 @@ class BoundsStore:
         if record.hi is not record.lo:
             _view(record.hi, t)[...] = hi
 
+    def sweep(self) -> int:
+        """Drop the records of freed storages now (their buffers go back to the allocator) and
+        return how many were dropped. Writes sweep on their own; the pytest plugin also sweeps
+        after each tracked test, so one test's dead bounds never outlive it."""
+        with self._lock:
+            dead = [key for key in self._records if key.expired()]
+            for key in dead:
+                del self._records[key]
+            self._fresh_bytes = 0
+        return len(dead)
+
     def __len__(self) -> int:
         with self._lock:
             return len([key for key in self._records if not key.expired()])
