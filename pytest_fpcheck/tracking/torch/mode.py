@@ -43,6 +43,7 @@ from ..core.store import STORE, Record
 from ..triton import scope as triton_scope
 from . import rules as _rules  # noqa: F401  (registers the rules)
 from .context import RuleContext
+from .decompose import decomposition_rule
 from .nan import propagate as _propagate_nan
 from .substitutes import SUBSTITUTES
 
@@ -263,6 +264,8 @@ class Tracker(Interposer):
                 if STORE.has_record(t):
                     STORE.forget(t)  # overwritten in place by exact values
             return out
+        # torch._decomp's decomposition, checked, where there is no rule or it refuses
+        rule = decomposition_rule(call, self.reentered, rule)
         if rule is None:
             raise UnsupportedOperation(call.name, where=call.location or None)
         ctx = RuleContext(call, out, self.sums, snapshot)

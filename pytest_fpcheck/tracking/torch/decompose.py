@@ -1,0 +1,213 @@
+"""Bounds from PyTorch's decompositions, for operations without a rule of their own (issue 19).
+
+Many ATen kernels, the backward ones above all (``native_layer_norm_backward``,
+``_softmax_backward_data``, ``nll_loss_backward``, ``gelu_backward``, ...), have a
+decomposition into simpler operations in ``torch._decomp`` (PyTorch's own reference, used by
+its compilers; STYLE.md principle 15). Where an operation has neither a rule nor a composite
+kernel, the tracker bounds it with its decomposition:
+
+1. The real kernel has already run: the program keeps its value, computed once.
+2. The decomposition is evaluated on the same operands, the tracker re-entered, so that each of
+   its operations is bounded by its own rule, on float32 copies of float16 and bfloat16
+   operands (ATen computes those in float32; the casts are exact and keep the bounds). Its
+   operations only read the operands: an operation whose schema mutates an argument, or one
+   that draws random numbers (its decomposition would move the random stream), never takes
+   this road. A few decompositions are written here in operations that have rules
+   (``var_mean``; ``native_batch_norm`` in training mode, which leaves the running statistics
+   to the kernel); the rest are torch._decomp's. Any operand's version changing during the
+   evaluation is an internal error. Float16 and bfloat16 operands are first widened to
+   float32; if the kernel's value misses that (tighter) enclosure, the decomposition is run
+   again in the operands' own formats, each step's enclosure rounded outward onto the narrow
+   format, which holds that step computed in float32 as well.
+3. The enclosure of each of the decomposition's results holds the exact value of the
+   mathematical function both compute (every rule encloses the exact result of its operation
+   over its operands' enclosures, and the decomposition computes the same function). The
+   kernel's own value is a different rounding of it, so it must be checked: each element of the
+   kernel's result must lie in the enclosure, or the operation is refused (a gap, or an
+   ``UnsupportedOperation`` under ``strict=True``) naming the decomposition. The enclosure then
+   holds both the exact value and the one the program computed: what a rule promises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...adapters.torch import dtype_format, internal
+from ...errors import InternalError, UnsupportedOperation
+from ...interval.bounds import contains
+from ...interval.core import Interval
+from ..core.interpose import OpCall
+from ..core.store import STORE
+from .context import RuleContext
+
+__all__ = ["decomposition_rule"]
+
+_REDUCED = (torch.float16, torch.bfloat16)
+
+
+def _var_mean(
+    x: torch.Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``var_mean``: ``var`` and ``mean``, each with its own rule (torch._decomp's reaches the
+    primitive ``prims.var``)."""
+    return x.var(dim, correction=correction, keepdim=keepdim), x.mean(dim, keepdim=keepdim)
+
+
+def _batch_norm_training(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``native_batch_norm`` in training mode: (output, batch mean, 1 / sqrt(biased batch
+    variance + eps)); the running statistics are the kernel's business (it already updated
+    them) and are not touched."""
+    dims = [0, *range(2, x.dim())]
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    mean = x.mean(dims)
+    rstd = torch.rsqrt(x.var(dims, correction=0) + eps)
+    out = (x - mean.view(shape)) * rstd.view(shape)
+    if weight is not None:
+        out = out * weight.view(shape)
+    if bias is not None:
+        out = out + bias.view(shape)
+    return out, mean, rstd
+
+
+def _cdist(x1: torch.Tensor, x2: torch.Tensor, p: float, compute_mode: Any = None) -> torch.Tensor:
+    """``_cdist_forward`` for p = 2: the square root of the sum of squared differences."""
+    if p != 2:
+        raise UnsupportedOperation("aten._cdist_forward", how=f"cdist with p={p} has no rule yet")
+    return ((x1.unsqueeze(-2) - x2.unsqueeze(-3)) ** 2).sum(-1).sqrt()
+
+
+#: decompositions written here, in operations that have rules, used before torch._decomp's
+_OWN: dict[str, Callable[..., Any]] = {
+    "aten.var_mean": _var_mean,
+    "aten.native_batch_norm": _batch_norm_training,
+    "aten._cdist_forward": _cdist,
+}
+
+
+def _decomposition(func: torch._ops.OpOverload) -> Callable[..., Any] | None:
+    if func._schema.is_mutable or torch.Tag.nondeterministic_seeded in func.tags:
+        return None
+    own = _OWN.get(func._schema.name.replace("::", "."))
+    if own is not None:
+        return own
+    from torch._decomp import decomposition_table
+
+    found: Callable[..., Any] | None = decomposition_table.get(func)
+    return found
+
+
+def _widened(value: Any) -> Any:
+    """Float16 and bfloat16 tensors as float32 (tracked casts: exact), inside lists too."""
+    if isinstance(value, torch.Tensor) and value.dtype in _REDUCED:
+        return value.float()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_widened(v) for v in value)
+    return value
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def decomposition_rule(
+    call: OpCall, reentered: Callable[[], Any], rule: Callable[[RuleContext], Any] | None = None
+) -> Callable[[RuleContext], Any] | None:
+    """``rule``, falling back on the decomposition (module docstring) for the variants it
+    refuses (``batch_norm`` in training mode, say); without a rule, a rule bounding ``call`` by
+    its decomposition, or None when it has none the tracker may use. ``reentered`` is the
+    tracker's context manager that makes it see the operations run while it handles one."""
+    decomposition = _decomposition(call.func)
+    if decomposition is None:
+        return rule
+    bound = _by_decomposition(call, reentered, decomposition)
+    if rule is None:
+        return bound
+    own = rule
+
+    def with_fallback(ctx: RuleContext) -> Any:
+        try:
+            return own(ctx)
+        except UnsupportedOperation:
+            return bound(ctx)
+
+    return with_fallback
+
+
+def _by_decomposition(
+    call: OpCall, reentered: Callable[[], Any], decomposition: Callable[..., Any]
+) -> Callable[[RuleContext], Any]:
+
+    def rule(ctx: RuleContext) -> list[Interval | None]:
+        operands = _tensors(list(call.args)) + _tensors(list(call.kwargs.values()))
+        versions = [t._version for t in operands]
+        widths = [True, False] if any(t.dtype in _REDUCED for t in operands) else [False]
+        for widen in widths:
+            results = _replica_bounds(ctx, call, reentered, decomposition, widen)
+            if [t._version for t in operands] != versions:
+                raise InternalError(f"the decomposition of {call.name} modified an operand")
+            if results is not None:
+                return results
+        raise UnsupportedOperation(
+            call.name,
+            where=call.location or None,
+            how="its decomposition (torch._decomp) was bounded, but the kernel's value lies "
+            "outside those bounds; it needs a rule of its own",
+        )
+
+    return rule
+
+
+def _replica_bounds(
+    ctx: RuleContext,
+    call: OpCall,
+    reentered: Callable[[], Any],
+    decomposition: Callable[..., Any],
+    widen: bool,
+) -> list[Interval | None] | None:
+    """The enclosures of the decomposition's results, or None if one misses the kernel's value.
+    ``widen``: on float32 copies of float16 and bfloat16 operands (ATen's opmath), tighter;
+    else in the operands' own formats, where every step's enclosure is rounded outward onto
+    the narrow format and so also holds the same steps computed in float32."""
+    with reentered():
+        args = _widened(call.args) if widen else call.args
+        kwargs = {k: _widened(v) for k, v in call.kwargs.items()} if widen else call.kwargs
+        replica = decomposition(*args, **kwargs)
+    results: list[Interval | None] = []
+    for real, copy in zip(ctx.outputs, _tensors(replica), strict=False):
+        if dtype_format(real.dtype) is None or real.numel() == 0:
+            results.append(None)
+            continue
+        enclosure = STORE.read(copy)
+        if enclosure is None:
+            with internal(), torch.no_grad():
+                enclosure = Interval.point(copy.detach().to(torch.float64).numpy())
+        enclosure = enclosure.to_format(ctx.fmt)
+        value = ctx.values(real)
+        if (
+            enclosure.shape != value.shape
+            or not contains(
+                np.broadcast_to(enclosure.lo, value.shape),
+                np.broadcast_to(enclosure.hi, value.shape),
+                value,
+            ).all()
+        ):
+            return None
+        results.append(enclosure)
+    return results
