@@ -203,9 +203,9 @@ class Interposer(TorchDispatchMode):
     ) -> Any:
         if "torch._dynamo" in sys.modules:
             return _dispatch_without_dynamo()(self, func, types, args, kwargs)
-        return self._dispatch(func, types, args, kwargs)
+        return self._interpose(func, types, args, kwargs)
 
-    def _dispatch(
+    def _interpose(
         self,
         func: torch._ops.OpOverload,
         types: Any,
@@ -240,6 +240,6 @@ class Interposer(TorchDispatchMode):
 
 @functools.cache
 def _dispatch_without_dynamo() -> Callable[..., Any]:
-    """:meth:`Interposer._dispatch` run with Dynamo disabled, as torch runs a dispatch mode's
+    """:meth:`Interposer._interpose` run with Dynamo disabled, as torch runs a dispatch mode's
     ``__torch_dispatch__`` (``torch._disable_dynamo(..., recursive=True)``)."""
-    return torch._disable_dynamo(Interposer._dispatch, recursive=True)
+    return torch._disable_dynamo(Interposer._interpose, recursive=True)
