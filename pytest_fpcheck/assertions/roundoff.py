@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import InconclusiveVerdict, InvalidArgument, RoundoffMismatch
 from ..interval.bounds import Bounds
 from .messages import with_user_message
-from .verdict import Verdict, classify
+from .verdict import Verdict, classify, split_expected
 
 __all__ = ["assert_roundoff_close"]
 
@@ -31,12 +31,15 @@ def assert_roundoff_close(
     :class:`~pytest_fpcheck.errors.InconclusiveVerdict` when it is "inconclusive" (the
     enclosure's resolution is worse than ``max_resolution``, or unbounded on a finite value)
     unless ``accept_inconclusive=True``; return the verdict otherwise ("exact", "roundoff", or
-    "close" when no bounds were recorded and the rtol/atol fallback passed)."""
+    "close" when no bounds were recorded and the rtol/atol fallback passed). ``expected`` may
+    be a Bounds, ``fp.exact_reference``'s for one: its value, judged two-sided against its
+    enclosure (:func:`~pytest_fpcheck.assertions.verdict.classify`)."""
     __tracebackhide__ = True
     if not isinstance(equal_nan, bool):
         raise InvalidArgument("equal_nan", equal_nan, "True or False")
     if not isinstance(accept_inconclusive, bool):
         raise InvalidArgument("accept_inconclusive", accept_inconclusive, "True or False")
+    expected, expected_bounds = split_expected(expected, expected_bounds)
     verdict = classify(
         actual,
         expected,
