@@ -6,6 +6,8 @@ the cache implementation and the index file); :mod:`.jit` imports it only when i
 kernel's dispatcher.
 """
 
+# mypy: disable-error-code="no-untyped-call, no-any-return"
+# (Numba's caching module is untyped)
 from __future__ import annotations
 
 import hashlib
@@ -72,7 +74,7 @@ class _KeyedIndexFile(IndexDataCacheFile):
 
 
 class _UserCacheImpl(CompileResultCacheImpl):
-    _locator_classes: ClassVar[list[type[_CacheLocator]]] = [_UserCacheLocator]
+    _locator_classes: list[type[object]] = [_UserCacheLocator]  # noqa: RUF012 (Numba's name)
 
     def __init__(self, py_func: Callable[..., Any]) -> None:
         if not hasattr(py_func, "__module__"):  # pragma: no cover - every kernel has one

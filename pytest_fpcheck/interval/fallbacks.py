@@ -42,7 +42,7 @@ _INF_BITS = np.int64(0x7FF0000000000000)
 FormatArgs = tuple[bool, int, float, int, float, bool]
 
 
-def _bits(v: Array) -> NDArray[np.int64]:
+def _bits(v: Array | np.float64) -> NDArray[np.int64]:
     return np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
 
 
@@ -50,7 +50,7 @@ def _from_bits(b: NDArray[np.int64]) -> Array:
     return np.ascontiguousarray(b, dtype=np.int64).view(np.float64)
 
 
-def _minimum(a: Array, b: Array) -> Array:
+def _minimum(a: Array, b: Array | np.float64) -> Array:
     """Numba's (and Python's) ``min(a, b)``: ``b if b < a else a``."""
     return np.where(b < a, b, a)
 

@@ -50,7 +50,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 __all__ = [
     "CACHE_ENV",
@@ -139,6 +139,7 @@ def _roots() -> list[Path]:
 
 
 _BUILD_LOCK = threading.RLock()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Kernel:
@@ -228,19 +229,20 @@ _TWINS = _TwinTime()
 
 def jit(
     *, cache: bool = False, fallback: Callable[..., Any] | None = None, **options: Any
-) -> Callable[[Callable[..., Any]], Kernel]:
+) -> Callable[[F], F]:
     """``numba.njit(**options)``, built on first need, cached under :func:`cache_dir` when
     ``cache``; ``fallback`` is the kernel's exact NumPy twin (same arguments, same results bit
-    for bit), run while the compiled kernel is not ready."""
+    for bit), run while the compiled kernel is not ready. The :class:`Kernel` it returns is
+    typed as the function it compiles, so that calls keep their types."""
 
-    def decorate(py_func: Callable[..., Any]) -> Kernel:
+    def decorate(py_func: F) -> F:
         if cache and not _covered(py_func.__code__.co_filename):
             raise RuntimeError(
                 f"{py_func.__qualname__} in {py_func.__code__.co_filename} is compiled with a "
                 f"cache, but source_digest() does not read its file: add its folder to "
                 f"_COMPILED_SOURCES in {__name__}"
             )
-        return Kernel(py_func, options, cache, fallback)
+        return cast("F", Kernel(py_func, options, cache, fallback))
 
     return decorate
 
@@ -349,7 +351,7 @@ def compile_for(kernel: Kernel, args: tuple[Any, ...]) -> None:
     from numba import typeof
 
     dispatcher = kernel.dispatcher
-    signature = tuple(typeof(arg) for arg in args)
+    signature = tuple(typeof(arg) for arg in args)  # type: ignore[no-untyped-call]
     if signature not in dispatcher.overloads:
         dispatcher.compile(signature)
 

@@ -242,4 +242,7 @@ class Interposer(TorchDispatchMode):
 def _dispatch_without_dynamo() -> Callable[..., Any]:
     """:meth:`Interposer._interpose` run with Dynamo disabled, as torch runs a dispatch mode's
     ``__torch_dispatch__`` (``torch._disable_dynamo(..., recursive=True)``)."""
-    return torch._disable_dynamo(Interposer._interpose, recursive=True)
+    import torch._dynamo  # already imported: the caller checked
+
+    disabled: Callable[..., Any] = torch._dynamo.disable(Interposer._interpose, recursive=True)
+    return disabled
