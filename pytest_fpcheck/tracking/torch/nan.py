@@ -233,11 +233,11 @@ def _along_dim(ctx: RuleContext, masks: dict[int, np.ndarray], shape: tuple[int,
         axes = tuple(range(ndim))
     else:
         axes = tuple(sorted({d % ndim for d in ([dim] if isinstance(dim, int) else dim)}))
-    reduced = mask.any(axis=axes, keepdims=True)
+    reduced: np.ndarray = np.asarray(mask.any(axis=axes, keepdims=True))
     if len(shape) == ndim:
         return np.broadcast_to(reduced, shape)
     if len(shape) == ndim - len(axes):
-        return np.broadcast_to(reduced.squeeze(axis=axes), shape)
+        return np.broadcast_to(np.squeeze(reduced, axis=axes), shape)
     return np.ones(shape, dtype=bool)
 
 
