@@ -32,7 +32,7 @@ def check(op: Callable[..., object], *args: object) -> list[fp.Bounds]:
     references = list(reference) if isinstance(reference, (tuple, list)) else [reference]
     found = []
     for value, exact in zip(outs, references, strict=True):
-        if not value.is_floating_point() or value.numel() == 0:
+        if value is None or not value.is_floating_point() or value.numel() == 0:
             continue
         bounds = fp.bounds_of(value)
         if bounds is None:  # exact (a selection of exact values): never tracked
@@ -143,3 +143,48 @@ def test_a_decomposition_never_changes_the_value_the_program_computes() -> None:
     with fp.track(strict=True):
         tracked = aten._softmax_backward_data(g, y, -1, torch.float32)
     assert torch.equal(plain, tracked)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_convolution_backward_through_convolutions(dtype: torch.dtype) -> None:
+    g2, x2, w2 = (
+        rand(2, 6, 5, 5, dtype=dtype),
+        rand(2, 4, 9, 9, dtype=dtype),
+        rand(6, 2, 3, 3, dtype=dtype),
+    )
+    check(
+        lambda g, x, w: aten.convolution_backward(
+            g, x, w, [6], [2, 2], [1, 1], [1, 1], False, [0, 0], 2, [True, True, True]
+        ),
+        g2,
+        x2,
+        w2,
+    )
+    g1, x1, w1 = rand(2, 3, 7, dtype=dtype), rand(2, 5, 9, dtype=dtype), rand(3, 5, 3, dtype=dtype)
+    check(
+        lambda g, x, w: aten.convolution_backward(
+            g, x, w, None, [1], [0], [1], False, [0], 1, [True, True, False]
+        ),
+        g1,
+        x1,
+        w1,
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_backward_through_the_math_path(dtype: torch.dtype, causal: bool) -> None:
+    q, k, v = (rand(1, 2, 5, 4, dtype=dtype) for _ in range(3))
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)[:2]
+    g = rand(1, 2, 5, 4, dtype=dtype)
+    check(
+        lambda g, q, k, v, o, lse: aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            g, q, k, v, o, lse, 0.0, causal
+        ),
+        g,
+        q,
+        k,
+        v,
+        out,
+        lse,
+    )

@@ -14,7 +14,8 @@ kernel, the tracker bounds it with its decomposition:
    that draws random numbers (its decomposition would move the random stream), never takes
    this road. A few decompositions are written here in operations that have rules
    (``var_mean``; ``native_batch_norm`` in training mode, which leaves the running statistics
-   to the kernel); the rest are torch._decomp's. Any operand's version changing during the
+   to the kernel; ``cdist``; ``convolution_backward`` in convolutions; the CPU flash-attention
+   backward through the math path); the rest are torch._decomp's. Any operand's version changing during the
    evaluation is an internal error. Float16 and bfloat16 operands are first widened to
    float32; if the kernel's value misses that (tighter) enclosure, the decomposition is run
    again in the operands' own formats, each step's enclosure rounded outward onto the narrow
@@ -89,11 +90,117 @@ def _cdist(x1: torch.Tensor, x2: torch.Tensor, p: float, compute_mode: Any = Non
     return ((x1.unsqueeze(-2) - x2.unsqueeze(-3)) ** 2).sum(-1).sqrt()
 
 
+def _convolution_backward(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias_sizes: Any,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    transposed: bool,
+    output_padding: list[int],
+    groups: int,
+    output_mask: list[bool],
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """``convolution_backward`` of a (not transposed) convolution, in convolutions: the input's
+    gradient is the transposed convolution of the output's gradient with the weight; the
+    weight's, per group, the convolution of the input (batch as channels) with the output's
+    gradient as the kernel, stride and dilation swapped, cropped to the kernel's size; the
+    bias's, the sum of the output's gradient over all but the channels."""
+    if transposed:
+        raise UnsupportedOperation(
+            "aten.convolution_backward",
+            how="the backward of a transposed convolution has no rule yet",
+        )
+    aten = torch.ops.aten
+    spatial = list(range(2, x.dim()))
+    kernel = weight.shape[2:]
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        extra = [
+            x.shape[d] - ((grad.shape[d] - 1) * s - 2 * p + dl * (k - 1) + 1)
+            for d, s, p, dl, k in zip(spatial, stride, padding, dilation, kernel, strict=True)
+        ]
+        grad_input = aten.convolution.default(
+            grad, weight, None, stride, padding, dilation, True, extra, groups
+        )
+    if output_mask[1]:
+        parts = []
+        for xg, gg in zip(x.chunk(groups, 1), grad.chunk(groups, 1), strict=True):
+            full = aten.convolution.default(
+                xg.transpose(0, 1),
+                gg.transpose(0, 1),
+                None,
+                dilation,
+                padding,
+                stride,
+                False,
+                [0] * len(spatial),
+                1,
+            )
+            index = tuple(slice(0, k) for k in kernel)
+            parts.append(full.transpose(0, 1)[(slice(None), slice(None), *index)])
+        grad_weight = torch.cat(parts, 0) if groups > 1 else parts[0]
+    if output_mask[2]:
+        grad_bias = grad.sum([0, *spatial])
+    return grad_input, grad_weight, grad_bias
+
+
+def _attention_backward(
+    grad: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    attn_mask: torch.Tensor | None = None,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward of scaled dot-product attention through the math path: with P the
+    attention weights, dV = P^T dO, dS = P (dO V^T - rowsum(dO O)), dQ = dS K s, dK = dS^T Q s;
+    key and value heads shared by several query heads (grouped-query attention) get the sum
+    over their group."""
+    if dropout_p:
+        raise UnsupportedOperation(
+            "aten._scaled_dot_product_flash_attention_for_cpu_backward",
+            how="attention with dropout has no rule yet",
+        )
+    s = q.shape[-1] ** -0.5 if scale is None else scale
+    group = q.shape[-3] // k.shape[-3]
+    kk = k.repeat_interleave(group, -3) if group > 1 else k
+    vv = v.repeat_interleave(group, -3) if group > 1 else v
+    scores = (q @ kk.transpose(-2, -1)) * s
+    if is_causal:
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    p = torch.softmax(scores, -1)
+    grad_v = p.transpose(-2, -1) @ grad
+    dp = grad @ vv.transpose(-2, -1)
+    ds = p * (dp - (grad * out).sum(-1, keepdim=True))
+    grad_q = (ds @ kk) * s
+    grad_k = (ds.transpose(-2, -1) @ q) * s
+    if group > 1:
+        shape = (*k.shape[:-3], k.shape[-3], group, *k.shape[-2:])
+        grad_k = grad_k.reshape(shape).sum(-3)
+        grad_v = grad_v.reshape(shape).sum(-3)
+    return grad_q, grad_k, grad_v
+
+
 #: decompositions written here, in operations that have rules, used before torch._decomp's
 _OWN: dict[str, Callable[..., Any]] = {
     "aten.var_mean": _var_mean,
     "aten.native_batch_norm": _batch_norm_training,
     "aten._cdist_forward": _cdist,
+    "aten.convolution_backward": _convolution_backward,
+    "aten._scaled_dot_product_flash_attention_for_cpu_backward": _attention_backward,
 }
 
 
