@@ -130,6 +130,7 @@ class Verdict:
     max_resolution: float | None = None
     reason: str = ""
     widest: str = ""
+    estimate: dict[str, Any] | None = None
     provenance: str = ""
     notes: tuple[str, ...] = ()
     shape: tuple[int, ...] = ()
@@ -153,6 +154,8 @@ class Verdict:
         text = _FALLBACK_BUG if self.fallback and self.kind == "bug" else _HEADLINES[self.kind]
         if self.against:
             text += f", judged against {self.against}"
+        if self.estimate is not None and self.kind != "exact":
+            text = _estimated(text, self.estimate)
         lines = [messages.headline("verdict", [self.kind], text)]
         lines.append(messages.count_line(self.outside, self.total, self._counted()))
         if self.nonfinite_mismatches:
@@ -231,6 +234,7 @@ class Verdict:
             "provenance": self.provenance,
             "notes": list(self.notes),
             "allclose_passed": self.allclose.passed,
+            "estimate": self.estimate,
         }
 
 
@@ -239,6 +243,27 @@ _NEXT_STEP = (
     "narrow: fp.compare_modules(model, torch.float64, *inputs) names the first module that is "
     "a bug (docs/roundoff.md); or accept this verdict with accept_inconclusive=True"
 )
+
+
+def _estimated(text: str, estimate: dict[str, Any]) -> str:
+    """A headline of stochastic bounds: ``Type-I (round-off), estimated, not proven (...): ...``."""
+    kind, _, rest = text.partition(": ")
+    return (
+        f"{kind}, estimated, not proven (stochastic arithmetic, {estimate['samples']} runs, "
+        f"confidence {estimate['confidence']:g}, seed {estimate['seed']}): {rest}"
+    )
+
+
+def _estimate_of(bounds: Bounds) -> dict[str, Any] | None:
+    """What a verdict records of stochastic bounds (None for proven ones)."""
+    if bounds.mode != "stochastic" or bounds.estimate is None:
+        return None
+    return {
+        "method": "stochastic arithmetic",
+        "samples": bounds.estimate.samples,
+        "confidence": bounds.estimate.confidence,
+        "seed": bounds.estimate.seed,
+    }
 
 
 def _resolution_line(resolved: Resolution) -> str:
@@ -371,9 +396,9 @@ def classify(
         equal = (a == e) | (both_nan & equal_nan)
     if bounds is None:
         return _fallback(a, e, fmt, shape, close, equal, equal_nan)
-    _self_check(bounds, a, "actual")
+    estimated_notes = _self_check(bounds, a, "actual")
     if expected_bounds is not None:
-        _self_check(expected_bounds, e, "expected")
+        estimated_notes += _self_check(expected_bounds, e, "expected")
         with np.errstate(invalid="ignore"):
             lo = np.maximum(bounds.lo, expected_bounds.lo)
             hi = np.minimum(bounds.hi, expected_bounds.hi)
@@ -403,7 +428,11 @@ def classify(
     offenders = tuple(
         _offender(a, e, bounds, int(i), shape) for i in np.flatnonzero(outside_mask)[:5]
     )
-    notes = bounds.notes + (expected_bounds.notes if expected_bounds is not None else ())
+    notes = (
+        bounds.notes
+        + (expected_bounds.notes if expected_bounds is not None else ())
+        + estimated_notes
+    )
     return Verdict(
         kind=kind,
         outside=outside,
@@ -423,10 +452,13 @@ def classify(
         max_resolution=threshold,
         reason=reason or "",
         widest=bounds.provenance.entries[0][0] if bounds.provenance.entries else "",
-        provenance=bounds.provenance.describe(),
+        # stochastic bounds come from whole runs, not from operations that widened them
+        provenance="" if bounds.mode == "stochastic" else bounds.provenance.describe(),
         notes=tuple(dict.fromkeys(notes)),
         shape=shape,
         worst=worst,
+        estimate=_estimate_of(bounds)
+        or (_estimate_of(expected_bounds) if expected_bounds is not None else None),
     )
 
 
@@ -446,8 +478,21 @@ def recorded_bounds(x: Any) -> Bounds | None:
     return bounds_of(x)
 
 
-def _self_check(bounds: Bounds, values: np.ndarray, name: str) -> None:
+def _self_check(bounds: Bounds, values: np.ndarray, name: str) -> tuple[str, ...]:
+    """A computed value outside its proven enclosure is a bug of this package
+    (:class:`InternalError`); outside stochastic bounds it is a note (a single run lies outside
+    the interval at the bounds' confidence, or ``name`` was not computed by the function the
+    bounds were estimated for)."""
     inside = contains(bounds.lo, bounds.hi, values)
+    if bounds.mode == "stochastic":
+        if inside.all():
+            return ()
+        count = int(np.count_nonzero(~inside))
+        return (
+            f"the computed {name} lies outside its stochastic interval at {count} / "
+            f"{inside.size} elements: a single run may (rarely, at the stated confidence), or "
+            f"{name} was not computed by the function the bounds were estimated for",
+        )
     if not inside.all():
         flat = int(np.flatnonzero(~inside)[0])
         raise InternalError(
@@ -460,6 +505,7 @@ def _self_check(bounds: Bounds, values: np.ndarray, name: str) -> None:
                 "provenance": bounds.provenance.describe(),
             },
         )
+    return ()
 
 
 def _offender(
