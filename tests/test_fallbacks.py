@@ -138,3 +138,35 @@ def test_gelu_erf_bounds(name, point):
         kernel.fallback(*args, out[2], out[3])
         assert same_bits(out[0], out[2])
         assert same_bits(out[1], out[3])
+
+
+SHAPES = [((6, 35), (6, 35)), ((6, 35), (35,)), ((35,), (6, 35)), ((6, 35), (1,)), ((1,), (6, 35))]
+
+
+def operand(seed: int, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int]:
+    lo, hi = ends(seed)
+    size = int(np.prod(shape))
+    start = (seed * 37) % (lo.size - size)
+    return lo[start : start + size].copy(), hi[start : start + size].copy(), size
+
+
+@pytest.mark.parametrize(
+    ("name", "switch", "shapes"),
+    list(itertools.product(FORMATS, [False, True], SHAPES)),
+)
+def test_add_and_mul_bounds(name, switch, shapes):
+    from pytest_fpcheck.interval.kernels import elementwise
+
+    fmt = F.format_of(name)
+    a_lo, a_hi, a_period = operand(6, shapes[0])
+    b_lo, b_hi, b_period = operand(8, shapes[1])
+    size = max(a_period, b_period)
+    for factory in (elementwise._add_bounds, elementwise._mul_bounds):
+        kernel = factory(switch, name == "float32")
+        for b_ends in ((b_lo, b_hi), (b_lo, b_lo)):  # an interval, a point
+            out = [np.empty(size) for _ in range(4)]
+            args = (a_lo, a_hi, a_period, *b_ends[:1], b_ends[1], b_period, format_args(fmt))
+            kernel.dispatcher(*args, out[0], out[1])
+            kernel.fallback(*args, out[2], out[3])
+            assert same_bits(out[0], out[2])
+            assert same_bits(out[1], out[3])

@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     Array = NDArray[np.float64]
 
 __all__ = [
+    "add",
     "epilogue",
     "gelu_erf",
+    "mul",
     "outward",
     "outward_step",
     "round_all",
@@ -196,6 +198,24 @@ def bump(r: Array) -> Array:
     return np.where(r >= 2.0**-1000, r * (1.0 + 2.0**-51), r + 2.0**-1022)
 
 
+def sum_lower(a: Array, b: Array) -> Array:
+    """:func:`.kernels.base.sum_lower` element-wise: a + b rounded down (TwoSum decides)."""
+    s = a + b
+    b_virtual = s - a
+    error = (a - (s - b_virtual)) + (b - b_virtual)
+    exact = (error >= 0) | (np.isinf(s) & (error == error)) | np.isinf(a) | np.isinf(b)
+    return np.where(exact, s, next_down(s))
+
+
+def sum_upper(a: Array, b: Array) -> Array:
+    """:func:`.kernels.base.sum_upper` element-wise: a + b rounded up."""
+    s = a + b
+    b_virtual = s - a
+    error = (a - (s - b_virtual)) + (b - b_virtual)
+    exact = (error <= 0) | (np.isinf(s) & (error == error)) | np.isinf(a) | np.isinf(b)
+    return np.where(exact, s, next_up(s))
+
+
 # the twins of kernels
 
 
@@ -291,3 +311,78 @@ def gelu_erf(
         low_out, high_out = outward_step(down_end, up_end, fa, fast32)
     out_lo[:] = np.where(whole, -math.inf, low_out)
     out_hi[:] = np.where(whole, math.inf, high_out)
+
+
+def _operands(
+    size: int,
+    a_lo: Array,
+    a_hi: Array,
+    a_period: int,
+    b_lo: Array,
+    b_hi: Array,
+    b_period: int,
+) -> tuple[Array, Array, Array, Array]:
+    """Both operands' ends at every output element: element i reads ``a[i % a_period]`` (the
+    kernels' blocks, whose periods divide one another, read the same)."""
+    index = np.arange(size)
+    a_index, b_index = index % a_period, index % b_period
+    return a_lo[a_index], a_hi[a_index], b_lo[b_index], b_hi[b_index]
+
+
+def add(
+    negate_b: bool,
+    fast32: bool,
+    a_lo: Array,
+    a_hi: Array,
+    a_period: int,
+    b_lo: Array,
+    b_hi: Array,
+    b_period: int,
+    fa: FormatArgs,
+    lo: Array,
+    hi: Array,
+) -> None:
+    """``kernels.elementwise._add_bounds(negate_b, fast32)``: the enclosure of a sum (a
+    difference when ``negate_b``) of broadcast intervals."""
+    x_lo, x_hi, y_lo, y_hi = _operands(lo.size, a_lo, a_hi, a_period, b_lo, b_hi, b_period)
+    if negate_b:
+        y_lo, y_hi = -y_hi, -y_lo
+    with np.errstate(all="ignore"):
+        low, high = sum_lower(x_lo, y_lo), sum_upper(x_hi, y_hi)
+        opposite = ((x_hi == math.inf) & (y_lo == -math.inf)) | (
+            (x_lo == -math.inf) & (y_hi == math.inf)
+        )
+        whole = opposite | (low != low) | (high != high)
+        low_out, high_out = outward(low, high, fa, fast32)
+    lo[:] = np.where(whole, -math.inf, low_out)
+    hi[:] = np.where(whole, math.inf, high_out)
+
+
+def mul(
+    step: bool,
+    fast32: bool,
+    a_lo: Array,
+    a_hi: Array,
+    a_period: int,
+    b_lo: Array,
+    b_hi: Array,
+    b_period: int,
+    fa: FormatArgs,
+    lo: Array,
+    hi: Array,
+) -> None:
+    """``kernels.elementwise._mul_bounds(step, fast32)``: the enclosure of a product of
+    broadcast intervals (the hull of the four end products)."""
+    x_lo, x_hi, y_lo, y_hi = _operands(lo.size, a_lo, a_hi, a_period, b_lo, b_hi, b_period)
+    with np.errstate(all="ignore"):
+        p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
+        low = _minimum(_minimum(p1, p2), _minimum(p3, p4))
+        high = _maximum(_maximum(p1, p2), _maximum(p3, p4))
+        undefined = (p1 != p1) | (p2 != p2) | (p3 != p3) | (p4 != p4)
+        zero_times_infinity = ((x_lo <= 0) & (x_hi >= 0) & (np.isinf(y_lo) | np.isinf(y_hi))) | (
+            (y_lo <= 0) & (y_hi >= 0) & (np.isinf(x_lo) | np.isinf(x_hi))
+        )
+        whole = undefined | zero_times_infinity
+        low_out, high_out = (outward_step if step else outward)(low, high, fa, fast32)
+    lo[:] = np.where(whole, -math.inf, low_out)
+    hi[:] = np.where(whole, math.inf, high_out)

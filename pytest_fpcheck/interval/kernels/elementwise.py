@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...formats import Format
+from .. import fallbacks
 from ..jit import jit
 from .base import (
     block_length,
@@ -72,7 +73,11 @@ def _add_bounds_loop(
 def _add_bounds(negate_b: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @jit(cache=True, error_model="numpy")
+    @jit(
+        cache=True,
+        error_model="numpy",
+        fallback=functools.partial(fallbacks.add, negate_b, fast32),
+    )
     def kernel(
         a_lo: np.ndarray,
         a_hi: np.ndarray,
@@ -172,7 +177,11 @@ def _mul_bounds_loop(
 def _mul_bounds(step: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
-    @jit(cache=True, error_model="numpy")
+    @jit(
+        cache=True,
+        error_model="numpy",
+        fallback=functools.partial(fallbacks.mul, step, fast32),
+    )
     def kernel(
         a_lo: np.ndarray,
         a_hi: np.ndarray,
