@@ -120,3 +120,26 @@ def test_point_inputs_give_about_one_unit_in_the_last_place(dtype: torch.dtype) 
     bounds = fp.bounds_of(y)
     spacing = fp.formats.ulp(y.double().numpy(), str(dtype).removeprefix("torch."))
     assert (bounds.hi - bounds.lo <= 2 * spacing).all()
+
+
+@pytest.mark.parametrize(
+    ("spread", "gamma_n", "u"),
+    [(3e-6, 7.6e-6, 2.0**-24), (0.05, 0.14, 2.0**-8), (0.3, 0.5, 2.0**-8), (0.0, 0.0, 2.0**-53)],
+)
+def test_the_quotient_factor_covers_both_sides_exactly(
+    spread: float, gamma_n: float, u: float
+) -> None:
+    """The sum may be as low as S (1 - s)(1 - gamma) and the quotient's two roundings as large
+    as (1 + u)^2: the factor covers 1 / ((1 - s)(1 - gamma)), which exceeds the first-order
+    (1 + s)(1 + gamma) by a second-order term (mpmath, 50 digits)."""
+    from pytest_fpcheck.tracking.torch.rules.softmax import _quotient_factor
+
+    mpmath.mp.dps = 50
+    factor = mpmath.mpf(_quotient_factor(spread, gamma_n, u))
+    s, g, r = (mpmath.mpf(v) for v in (spread, gamma_n, u))
+    assert factor >= (1 + r) ** 2 / ((1 - s) * (1 - g))
+    assert factor >= (1 + s) * (1 + g) / (1 - r) ** 2
+    if gamma_n > 0.1:
+        assert (1 + s) * (1 + g) * (1 + r) ** 2 < (1 + r) ** 2 / ((1 - s) * (1 - g))
+    # (1 - s)(1 - gamma) may be 0, or gamma infinite: no bound
+    assert _quotient_factor(1.0, 0.5, u) == _quotient_factor(0.0, np.inf, u) == 2.0**1000

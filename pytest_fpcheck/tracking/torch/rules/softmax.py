@@ -84,6 +84,23 @@ def _shifted_exponentials(a: Interval, axis: int) -> tuple[Array, Array, Array, 
     return e_lo, e_hi, total_hi, total_lo
 
 
+#: a factor that stands for "no bound" and stays finite (a probability times it is finite)
+_HUGE = 2.0**1000
+
+
+def _quotient_factor(spread: float, gamma_n: float, u: float) -> float:
+    """F with p (1 - u)^2 / ((1 + spread)(1 + gamma_n)) >= p / F and
+    p (1 + u)^2 / ((1 - spread)(1 - gamma_n)) <= p F: the larger of the two ratios, each exact
+    rather than to first order (1 / (1 - x) exceeds 1 + x by x^2 / (1 - x)), times 1 + 2**-40
+    for their float64 evaluation; :data:`_HUGE` where (1 - spread)(1 - gamma_n) is not
+    positive."""
+    shrink = (1 - spread) * (1 - gamma_n)
+    if not shrink > 0:
+        return _HUGE
+    factor = max((1 + spread) * (1 + gamma_n) / (1 - u) ** 2, (1 + u) ** 2 / shrink)
+    return min(factor * (1 + 2**-40), _HUGE)
+
+
 @rule("aten._softmax", "aten._safe_softmax", "aten.softmax")
 def _softmax(ctx: RuleContext) -> Interval:
     """softmax_i = e_i / S, e_j = exp(x_j - m), m the row's maximum (ATen's kernel).
@@ -97,12 +114,13 @@ def _softmax(ctx: RuleContext) -> Interval:
     stays finite for any d, -inf included (exp(-inf) = 0 exactly); where u |d| is small the
     kernel also takes it relatively, e (1 + kappa) e^{+-u |d|} + tiny, and keeps the tighter
     end (both hold), which matters for probabilities far below u. S >= 1 (the maximum's term
-    is 1), so the computed sum is within S F^{+-1}, F = (1 + kappa + n a)(1 + gamma_n); the
-    quotient (CUDA) or the product with the rounded reciprocal (CPU) adds at most two roundings,
-    (1 + u)^2, so the result before its rounding into the tensor's format lies within
-    [(p_lo (1 - kappa) - a) / (F (1 + u)^2), (p_hi (1 + kappa) + a) F (1 + u)^2], and that
-    rounding, monotone, within the enclosure rounded outward onto the format. u, kappa and a
-    come from :func:`_softmax_units`."""
+    is 1), so the computed sum lies in [S (1 - s)(1 - gamma_n), S (1 + s)(1 + gamma_n)],
+    s = kappa + n a; the quotient (CUDA) or the product with the rounded reciprocal (CPU) adds
+    at most two roundings, factors within [(1 - u)^2, (1 + u)^2], so the result before its
+    rounding into the tensor's format lies within
+    [(p_lo (1 - kappa) - a) / F, (p_hi (1 + kappa) + a) F] for F of :func:`_quotient_factor`,
+    and that rounding, monotone, within the enclosure rounded outward onto the format. u, kappa
+    and a come from :func:`_softmax_units`."""
     x = ctx.args[0]
     axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
     c = ctx.compute
@@ -110,7 +128,7 @@ def _softmax(ctx: RuleContext) -> Interval:
     n = a.shape[axis] if a.shape else 1
     u, kappa = _softmax_units(ctx, axis == max(x.dim(), 1) - 1)
     absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
-    factor = (1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u)) * (1 + u) ** 2 * (1 + 2**-40)
+    factor = _quotient_factor(kappa + n * absolute, ctx.sums.factor(n, u), u)
     # one compiled pass per row (the exponentials in float64 as _shifted_exponentials does)
     lo, hi = softmax_bounds(
         a.lo,
@@ -131,7 +149,8 @@ def _softmax(ctx: RuleContext) -> Interval:
 def _log_softmax(ctx: RuleContext) -> Interval:
     """(x_i - m) - log(S): exact range by monotonicity, then the rounding: the difference
     x_i - m errs by u |x_i - m| (evaluated at each end: the computed value is monotone in x_i),
-    log S by log F (see _softmax) plus log's ULP error, the final subtraction by u |result|."""
+    log S by the larger of log((1 + s)(1 + gamma_n)) and -log((1 - s)(1 - gamma_n)) (see
+    _softmax) plus log's ULP error, the final subtraction by u |result|."""
     x = ctx.args[0]
     axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
     c = ctx.compute
@@ -148,7 +167,14 @@ def _log_softmax(ctx: RuleContext) -> Interval:
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         low = (a.lo - top) - np.log(e_lo + (total_hi - e_hi))
         high = (a.hi - top) - np.log(e_hi + np.maximum(total_lo - e_lo, 0.0))
-        log_f = np.log((1 + kappa + n * absolute) * (1 + ctx.sums.factor(n, u))) * (1 + 2**-40)
+        # |log| of the sum's relative error, the larger side: 1 - x below, 1 + x above
+        spread, gamma_n = kappa + n * absolute, ctx.sums.factor(n, u)
+        shrink = (1 - spread) * (1 - gamma_n)
+        log_f = (
+            max(np.log((1 + spread) * (1 + gamma_n)), -np.log(shrink)) * (1 + 2**-40)
+            if shrink > 0
+            else np.inf
+        )
         log_s = np.maximum(np.abs(np.log(total_hi)), np.abs(np.log(np.maximum(total_lo, 1e-300))))
         common = (
             log_f
