@@ -36,7 +36,6 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
 #: (model, dtype or None for all) -> the operation that still has no rule there
 MISSING = {
     ("mixtral", None): "aten.histc and aten._grouped_mm (the experts' routing)",
-    ("resnet", None): "aten.scatter_add (max_pool2d's backward decomposition)",
     ("convnext", None): "aten.avg_pool2d and its backward",
 }
 FUSED_MISSING = "aten._fused_adam_ / aten._fused_adamw_ (the fused CPU optimizers)"

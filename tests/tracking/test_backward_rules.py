@@ -188,3 +188,22 @@ def test_attention_backward_through_the_math_path(dtype: torch.dtype, causal: bo
         out,
         lse,
     )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scatter_add_in_any_order(dtype: torch.dtype) -> None:
+    target, source = rand(4, 6, dtype=dtype), rand(4, 9, dtype=dtype, scale=100)
+    index = torch.randint(0, 6, (4, 9))
+    bounds = check(lambda t, s: torch.scatter_add(t, 1, index, s), target, source)[0]
+    assert np.isfinite(bounds.radius).all()
+    # max pooling's backward decomposition scatters the gradient back
+    x = rand(1, 2, 6, 6, dtype=dtype)
+    out, indices = torch.ops.aten.max_pool2d_with_indices(x, [2, 2], [2, 2])
+    g = rand(*out.shape, dtype=dtype)
+    check(
+        lambda g, x: torch.ops.aten.max_pool2d_with_indices_backward(
+            g, x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices
+        ),
+        g,
+        x,
+    )
