@@ -143,3 +143,19 @@ def test_the_quotient_factor_covers_both_sides_exactly(
         assert (1 + s) * (1 + g) * (1 + r) ** 2 < (1 + r) ** 2 / ((1 - s) * (1 - g))
     # (1 - s)(1 - gamma) may be 0, or gamma infinite: no bound
     assert _quotient_factor(1.0, 0.5, u) == _quotient_factor(0.0, np.inf, u) == 2.0**1000
+
+
+@pytest.mark.parametrize("dtype", REDUCED)
+def test_safe_softmax_and_a_transposed_last_dimension(dtype: torch.dtype) -> None:
+    """ATen makes the input contiguous, so a transposed tensor's last dimension takes the
+    float32 kernel too; ``_safe_softmax`` (attention's math path) is softmax with all -inf rows
+    set to 0."""
+    x = _rows(dtype, 7)
+    with fp.track():
+        y = torch.ops.aten._safe_softmax(x, -1)
+        _check(x, y, -1)
+    g = torch.Generator().manual_seed(8)
+    z = (3 * torch.randn(6, 40, 5, generator=g)).to(dtype).transpose(1, 2)
+    with fp.track():
+        w = torch.softmax(z, -1)
+        _check(z, w, -1)
