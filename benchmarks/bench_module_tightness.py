@@ -164,7 +164,7 @@ def measure(case: Case) -> dict[str, float]:
     with torch.no_grad():
         with fp.track():
             out = function(*inputs)
-        bounds = fp.bounds_of(out)
+            bounds = fp.bounds_of(out)
         exact = reference(*(t.double() if t.is_floating_point() else t for t in inputs))
     value = out.double().numpy()
     error = np.abs(value - exact.numpy())
