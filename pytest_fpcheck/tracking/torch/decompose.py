@@ -71,16 +71,20 @@ def _batch_norm_training(
     """``native_batch_norm`` in training mode: (output, batch mean, 1 / sqrt(biased batch
     variance + eps)); the running statistics are the kernel's business (it already updated
     them) and are not touched."""
-    dims = [0, *range(2, x.dim())]
+    # per channel, a layer norm over the batch and spatial elements: its rule bounds the
+    # normalisation as one function of the row, far tighter than (x - mean) * rsqrt(var + eps)
+    # step by step (the dependency problem)
+    channels = x.shape[1]
+    moved = x.transpose(0, 1)
+    rows = moved.reshape(channels, -1)
+    normed, mean, rstd = torch.ops.aten.native_layer_norm(rows, [rows.shape[1]], None, None, eps)
+    out = normed.reshape(moved.shape).transpose(0, 1)
     shape = [1, -1] + [1] * (x.dim() - 2)
-    mean = x.mean(dims)
-    rstd = torch.rsqrt(x.var(dims, correction=0) + eps)
-    out = (x - mean.view(shape)) * rstd.view(shape)
     if weight is not None:
         out = out * weight.view(shape)
     if bias is not None:
         out = out + bias.view(shape)
-    return out, mean, rstd
+    return out, mean.reshape(channels), rstd.reshape(channels)
 
 
 def _cdist(x1: torch.Tensor, x2: torch.Tensor, p: float, compute_mode: Any = None) -> torch.Tensor:
