@@ -179,3 +179,27 @@ def test_an_infinite_argument_of_sin_cos_tan_may_give_nan_the_whole_line() -> No
         assert np.isneginf(bounds.lo[[0, 2, 3]]).all()
         assert np.isposinf(bounds.hi[[0, 2, 3]]).all()
         assert np.isfinite(bounds.radius[1])
+
+
+def test_addcdiv_with_a_subnormal_product_and_divisor() -> None:
+    """Found by the soundness campaign: value * t1 underflows, and dividing by a subnormal t2
+    scales that underflow up to a relative 1e-3 of the result."""
+    a = torch.tensor([-2.23482490e00, 2.76055797e-43])
+    b = torch.tensor([2.23482490e00, 1.59888155e-42])
+    value = mpmath.mpf(0.5)
+    prove(lambda a, b: a.clone().addcdiv_(a, b, value=-0.5), lambda a, b: a - value * a / b, a, b)
+    prove(
+        lambda a, b: a.clone().addcmul_(a, b, value=1e-3),
+        lambda a, b: a + mpmath.mpf(1e-3) * a * b,
+        a,
+        b * 1e40,
+    )
+
+
+def test_an_infinite_factor_of_addcmul_may_give_nan() -> None:
+    """0 * inf once 1e-3 * 2.8e-43 underflows: NaN, inside the whole line."""
+    a, b = torch.tensor([2.76055797e-43, 1.0]), torch.tensor([math.inf, 2.0])
+    with fp.track(strict=True):
+        out = a.clone().addcmul_(a, b, value=1e-3)
+    assert torch.isnan(out[0])
+    assert fp.bounds_of(out).contains(out).all()

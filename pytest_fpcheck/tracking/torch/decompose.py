@@ -255,8 +255,11 @@ def decomposition_rule(
     def with_fallback(ctx: RuleContext) -> Any:
         try:
             return own(ctx)
-        except UnsupportedOperation:
-            return bound(ctx)
+        except UnsupportedOperation as refused:
+            try:
+                return bound(ctx)
+            except UnsupportedOperation:
+                raise refused from None  # the rule's own refusal says more
 
     return with_fallback
 

@@ -6,7 +6,8 @@ in float32 too (every float16 or bfloat16 number is a float32 one).
 
 * **sigmoid_backward** ``g (1 - y) y``: ``1 - y`` rounded outward onto that format,
   then the exact product of the three factors enclosed in float64 and widened by two roundings
-  in any order onto it (gamma_2(u) relative, two smallest subnormals absolute; Higham, lemma 3.1).
+  in any order onto it (gamma_2(u) relative; Higham, lemma 3.1), plus two smallest
+  subnormals absolute, the first one's scaled by the largest factor.
 * **tanh_backward** ``g (1 - y * y)``: each step rounded outward onto it (a
   fused ``1 - y * y`` rounds an exact value this already encloses).
 * **threshold_backward** ``x <= threshold ? 0 : g``: a selection, exact; where the comparison is
@@ -37,7 +38,9 @@ def _sigmoid_backward(ctx: RuleContext) -> Interval:
     g, y = ctx.operand(ctx.args[0], narrow), ctx.operand(ctx.args[1], narrow)
     complement = ew.sub(_ONE, y, narrow)
     exact = ew.mul(ew.mul(g, complement, F64, operand_bits=64), y, F64, operand_bits=64)
-    return _rounded_twice(exact, narrow)
+    # the first product's underflow is scaled by the third factor, whichever it is
+    largest = np.maximum(np.maximum(g.magnitude(), complement.magnitude()), y.magnitude())
+    return _rounded_twice(exact, narrow, 2.0 + largest)
 
 
 @rule("aten.tanh_backward")

@@ -12,8 +12,11 @@ Each is bounded so that neither the order of its products nor a fused multiply-a
   branch taken does not matter either.
 * **addcmul / addcdiv** (``self + value * t1 * t2``, ``self + value * t1 / t2``): the exact
   product or quotient of the three operands is enclosed in float64, widened by two roundings in
-  the compute format in any order (gamma_2(u) relative, plus two smallest subnormals for
-  underflow; Higham, *Accuracy and Stability*, lemma 3.1), then added to ``self`` with outward
+  the compute format in any order (gamma_2(u) relative; Higham, *Accuracy and Stability*,
+  lemma 3.1), plus the underflow of each rounding in absolute terms: one smallest subnormal for
+  the last, and the first's scaled by the operation after it (|t2| or 1 / |t2| for
+  ``(value t1) op t2``, |value| for ``value (t1 op t2)``: found by the soundness campaign, a
+  subnormal product divided by a subnormal divisor), then added to ``self`` with outward
   rounding onto the compute format and rounded to the result format.
 """
 
@@ -26,16 +29,21 @@ import numpy as np
 from ....formats import Format
 from ....interval import elementwise as ew
 from ....interval.core import Interval, gamma
+from ....interval.rounding import up
 from ..context import RuleContext
 from ._common import F64, rule
 
 __all__: list[str] = []
 
 
-def _rounded_twice(exact: Interval, compute: Format) -> Interval:
+def _rounded_twice(exact: Interval, compute: Format, underflow: Any = 2.0) -> Interval:
     """An enclosure of any result of two roundings onto ``compute`` of a value in ``exact``
-    (relative gamma_2(u), plus two smallest subnormals absolutely, rounded outward)."""
-    radius = gamma(2, compute.unit_roundoff) * exact.magnitude() + 2 * compute.smallest_subnormal
+    (relative gamma_2(u), plus ``underflow`` smallest subnormals absolutely, rounded outward:
+    two when both roundings act on the result, more where an intermediate's underflow is
+    scaled by a later factor)."""
+    radius = gamma(2, compute.unit_roundoff) * exact.magnitude() + up(
+        underflow * compute.smallest_subnormal
+    )
     widened = exact.widen(np.where(np.isinf(radius), 0.0, radius))
     return ew.everything_where_nan(widened).to_format(compute)
 
@@ -58,9 +66,26 @@ def _product(ctx: RuleContext, divide: bool) -> Interval:
     value: Any = ctx.arg(3, "value", 1)
     fmt = ctx.compute
     t1, t2 = ctx.operand(first, fmt), ctx.operand(second, fmt)
-    scaled = ew.mul(ctx.operand(value, fmt), t1, F64, operand_bits=64)
+    v = ctx.operand(value, fmt)
+    scaled = ew.mul(v, t1, F64, operand_bits=64)
     exact = ew.div(scaled, t2, F64) if divide else ew.mul(scaled, t2, F64, operand_bits=64)
-    return ew.add(ctx.operand(target, fmt), _rounded_twice(exact, fmt), fmt).to_format(ctx.fmt)
+    # the first rounding's underflow (at most one smallest subnormal) is scaled by the second
+    # operation: by |t2| or 1 / |t2| for (v t1) op t2, by |v| for v (t1 op t2)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if divide:
+            low = np.where((t2.lo <= 0) & (t2.hi >= 0), 0.0, np.minimum(abs(t2.lo), abs(t2.hi)))
+            later = up(1.0 / low)
+        else:
+            later = t2.magnitude()
+        underflow = up(2.0 + v.magnitude() + later)
+    rounded = _rounded_twice(exact, fmt, underflow)
+    # an infinite factor times one that underflows to zero is NaN: the whole line
+    infinite = np.isinf(t1.lo) | np.isinf(t1.hi) | np.isinf(t2.lo) | np.isinf(t2.hi)
+    if infinite.any():
+        rounded = Interval(
+            np.where(infinite, -np.inf, rounded.lo), np.where(infinite, np.inf, rounded.hi)
+        )
+    return ew.add(ctx.operand(target, fmt), rounded, fmt).to_format(ctx.fmt)
 
 
 @rule("aten.addcmul")
