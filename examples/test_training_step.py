@@ -41,7 +41,7 @@ def test_an_adamw_step_is_roundoff_of_the_exact_step():
         loss = training_step(model, x, target)
     expected_loss = training_step(reference, x.double(), target)
     fp.assert_roundoff_close(loss, expected_loss)
-    for p, q in zip(model.parameters(), reference.parameters()):
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
         fp.assert_roundoff_close(p.grad, q.grad)
         fp.assert_roundoff_close(p, q)
 
