@@ -24,6 +24,7 @@ atan, atanh, erfinv, logit and ``pow`` of a scalar base (``base ** tensor``).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -162,7 +163,7 @@ def _pow_scalar(ctx: RuleContext) -> Interval:
     held = Interval.point(np.asarray(b)).to_format(ctx.fmt)
     results = [
         ew.library_function(
-            lambda e, base=float(base): np.power(base, e),
+            functools.partial(np.power, base),
             x,
             ctx.fmt,
             ctx.compute,
