@@ -243,21 +243,22 @@ def decomposition_rule(
     """``rule``, falling back on the decomposition (module docstring) for the variants it
     refuses (``batch_norm`` in training mode, say); without a rule, a rule bounding ``call`` by
     its decomposition, or None when it has none the tracker may use. ``reentered`` is the
-    tracker's context manager that makes it see the operations run while it handles one."""
-    decomposition = _decomposition(call.func)
-    if decomposition is None:
-        return rule
-    bound = _by_decomposition(call, reentered, decomposition)
+    tracker's context manager that makes it see the operations run while it handles one.
+    With a rule, the decompositions are looked up only once it refuses."""
     if rule is None:
-        return bound
+        decomposition = _decomposition(call.func)
+        return None if decomposition is None else _by_decomposition(call, reentered, decomposition)
     own = rule
 
     def with_fallback(ctx: RuleContext) -> Any:
         try:
             return own(ctx)
         except UnsupportedOperation as refused:
+            decomposition = _decomposition(call.func)
+            if decomposition is None:
+                raise
             try:
-                return bound(ctx)
+                return _by_decomposition(call, reentered, decomposition)(ctx)
             except UnsupportedOperation:
                 raise refused from None  # the rule's own refusal says more
 
