@@ -36,7 +36,6 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
 #: (model, dtype or None for all) -> the operation that still has no rule there
 MISSING = {
     ("mixtral", None): "aten.histc and aten._grouped_mm (the experts' routing)",
-    ("convnext", None): "aten.avg_pool2d and its backward",
 }
 #: models whose float32 loss enclosure is still the whole line, and why
 LOOSE = {

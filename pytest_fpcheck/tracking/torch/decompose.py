@@ -15,7 +15,8 @@ kernel, the tracker bounds it with its decomposition:
    this road. A few decompositions are written here in operations that have rules
    (``var_mean``; ``native_batch_norm`` in training mode, which leaves the running statistics
    to the kernel; ``cdist``; ``convolution_backward`` in convolutions; the CPU flash-attention
-   backward through the math path); the rest are torch._decomp's. Any operand's version changing during the
+   backward through the math path; average pooling without padding); the rest are
+   torch._decomp's. Any operand's version changing during the
    evaluation is an internal error. Float16 and bfloat16 operands are first widened to
    float32; if the kernel's value misses that (tighter) enclosure, the decomposition is run
    again in the operands' own formats, each step's enclosure rounded outward onto the narrow
@@ -198,6 +199,58 @@ def _attention_backward(
     return grad_q, grad_k, grad_v
 
 
+def _plain_pooling(padding: Any, ceil_mode: bool, divisor: Any, what: str) -> None:
+    if any(padding) or ceil_mode or divisor is not None:
+        raise UnsupportedOperation(
+            what, how="average pooling with padding, ceil_mode or a divisor has no rule yet"
+        )
+
+
+def _avg_pool2d(
+    x: torch.Tensor,
+    kernel: list[int],
+    stride: list[int] | None = None,
+    padding: Any = (0, 0),
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: Any = None,
+) -> torch.Tensor:
+    """``avg_pool2d`` without padding: the mean of each window (windows as a view)."""
+    _plain_pooling(padding, ceil_mode, divisor_override, "aten.avg_pool2d")
+    kh, kw = (kernel * 2)[:2] if len(kernel) == 1 else kernel
+    sh, sw = ((stride or kernel) * 2)[:2] if len(stride or kernel) == 1 else (stride or kernel)
+    return x.unfold(-2, kh, sh).unfold(-2, kw, sw).mean((-2, -1))
+
+
+def _avg_pool2d_backward(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    kernel: list[int],
+    stride: list[int],
+    padding: Any,
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Any,
+) -> torch.Tensor:
+    """``avg_pool2d_backward`` without padding: each window's share ``grad / n`` scattered back
+    by a transposed convolution with a kernel of ones, one channel at a time."""
+    _plain_pooling(padding, ceil_mode, divisor_override, "aten.avg_pool2d_backward")
+    kh, kw = (kernel * 2)[:2] if len(kernel) == 1 else kernel
+    strides = list(stride or kernel)
+    strides = strides * 2 if len(strides) == 1 else strides
+    channels = grad.shape[-3]
+    flat = grad.reshape(-1, channels, *grad.shape[-2:])
+    ones = torch.ones(channels, 1, kh, kw, dtype=grad.dtype)
+    extra = [
+        x.shape[d] - ((grad.shape[d] - 1) * s + k)
+        for d, s, k in ((-2, strides[0], kh), (-1, strides[1], kw))
+    ]
+    out = torch.ops.aten.convolution.default(
+        flat / (kh * kw), ones, None, strides, [0, 0], [1, 1], True, extra, channels
+    )
+    return out.reshape(x.shape)
+
+
 #: decompositions written here, in operations that have rules, used before torch._decomp's
 _OWN: dict[str, Callable[..., Any]] = {
     "aten.var_mean": _var_mean,
@@ -205,6 +258,8 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten._cdist_forward": _cdist,
     "aten.convolution_backward": _convolution_backward,
     "aten._scaled_dot_product_flash_attention_for_cpu_backward": _attention_backward,
+    "aten.avg_pool2d": _avg_pool2d,
+    "aten.avg_pool2d_backward": _avg_pool2d_backward,
 }
 
 
