@@ -245,7 +245,7 @@ def _avg_pool2d_backward(
         x.shape[d] - ((grad.shape[d] - 1) * s + k)
         for d, s, k in ((-2, strides[0], kh), (-1, strides[1], kw))
     ]
-    out = torch.ops.aten.convolution.default(
+    out: torch.Tensor = torch.ops.aten.convolution.default(
         flat / (kh * kw), ones, None, strides, [0, 0], [1, 1], True, extra, channels
     )
     return out.reshape(x.shape)
