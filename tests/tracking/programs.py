@@ -60,6 +60,8 @@ BINARY = ["add", "sub", "mul", "div", "maximum", "where", "iadd", "isub", "imul"
 #: the element-wise updates of optimizers (Adam's moments and step): lerp on either side of its
 #: branch at 0.5, addcmul, addcdiv, in place as torch.optim runs them
 BINARY += ["lerp", "lerp_high", "addcmul", "addcdiv"]
+#: backward kernels of activations: the gradient y's upstream gradient x meets
+BINARY += ["sigmoid_backward", "tanh_backward", "threshold_backward"]
 REDUCE = [
     "sum",
     "mean",
@@ -189,6 +191,11 @@ def run_torch(program: Program) -> torch.Tensor:
                 "lerp_high": lambda a, b: torch.lerp(a, b, 0.75),
                 "addcmul": lambda a, b: a.clone().addcmul_(a, b, value=0.3),
                 "addcdiv": lambda a, b: a.clone().addcdiv_(a, b, value=-0.5),
+                "sigmoid_backward": lambda a, b: torch.ops.aten.sigmoid_backward(
+                    b, torch.sigmoid(a)
+                ),
+                "tanh_backward": lambda a, b: torch.ops.aten.tanh_backward(b, torch.tanh(a)),
+                "threshold_backward": lambda a, b: torch.ops.aten.threshold_backward(b, a, 0.0),
             }[op](x, y)
         elif kind == "reduce":
             x = {
@@ -271,6 +278,11 @@ def _rsqrt(v):
     return 1 / mpmath.sqrt(abs(v))
 
 
+def _sigmoid_backward(a, b):
+    s = 1 / (1 + _exp(-a))
+    return b * s * (1 - s)
+
+
 def _clamp(v, limit):
     return min(max(v, -mpmath.mpf(limit)), mpmath.mpf(limit))
 
@@ -345,6 +357,9 @@ def _run_exact(program: Program) -> np.ndarray:
                         "lerp_high": lambda a, b: a + mpmath.mpf("0.75") * (b - a),
                         "addcmul": lambda a, b: a + mpmath.mpf("0.3") * a * b,
                         "addcdiv": lambda a, b: a - half * _div(a, b),
+                        "sigmoid_backward": _sigmoid_backward,
+                        "tanh_backward": lambda a, b: b * (1 - mpmath.tanh(a) ** 2),
+                        "threshold_backward": lambda a, b: b if a > 0 else mpmath.mpf(0),
                     }[op.removeprefix("i")],
                     otypes=[object],
                 )(x, y)
