@@ -43,9 +43,9 @@ LOOSE = {
     "the enclosure of the normalisation widens to the whole line (issue 20)"
 }
 FUSED_MISSING = (
-    "aten._fused_adam_ / aten._fused_adamw_ (the fused CPU optimizers) have no rule; they return "
-    "nothing, so the tracker does not yet see the parameters they update (no bounds after the "
-    "step)"
+    "aten._fused_adam_ / aten._fused_adamw_ (the fused CPU optimizers) have no rule: under "
+    "strict=True they raise UnsupportedOperation; otherwise the parameters they update are a gap "
+    "(whole-line bounds)"
 )
 
 FAST = {("float32", "adamw"), ("bfloat16", "adamw"), ("float16", "sgd")}

@@ -38,6 +38,12 @@ def broken(x: torch.Tensor) -> torch.Tensor:
     return x * 3.0
 
 
+@torch.library.custom_op("fpcheck_promise::halve_", mutates_args=("x",))
+def halve_(x: torch.Tensor) -> None:
+    """An in-place operation that returns nothing (as the fused optimizers do) and has no rule."""
+    x.mul_(0.5)
+
+
 def _broken_rule(ctx):
     raise ZeroDivisionError("a rule that divides by zero")
 
@@ -97,6 +103,36 @@ def test_strict_tracking_raises_as_before() -> None:
         match=re.escape("strict='yes' (type str) is not valid: expected True or False."),
     ):
         fp.track(strict="yes")
+
+
+def test_an_operation_that_returns_nothing_but_writes_is_a_gap_on_what_it_wrote() -> None:
+    x = torch.linspace(-1, 1, 6)
+    with fp.track() as tracker:
+        y = x * 3  # tracked, with a narrow enclosure
+        halve_(y)
+    bounds = fp.bounds_of(y)
+    assert whole_line(bounds).all()  # never the bounds of what y held before
+    (gap,) = tracker.gaps.values()
+    assert gap.op == "fpcheck_promise.halve_.default"
+    with (
+        pytest.raises(
+            fp.UnsupportedOperation,
+            match=re.escape("no interval rule for operation 'fpcheck_promise.halve_.default'"),
+        ),
+        fp.track(strict=True),
+    ):
+        halve_(x * 3)
+
+
+def test_a_fused_optimizer_step_without_a_rule_leaves_no_stale_bounds() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.Adam(model.parameters(), fused=True)
+    with fp.track() as tracker:
+        model(torch.randn(3, 4)).square().sum().backward()
+        optimizer.step()
+    assert any("_fused_adam" in op for op, _ in tracker.gaps)
+    assert whole_line(fp.bounds_of(model.weight)).all()
 
 
 def test_an_internal_failure_is_a_gap_with_its_traceback() -> None:

@@ -63,6 +63,23 @@ def tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
+def written_arguments(call: OpCall) -> list[torch.Tensor]:
+    """The tensors an operation's schema says it writes (``Tensor(a!)`` arguments, lists of
+    them included): what an operation that returns nothing changed."""
+    written: list[torch.Tensor] = []
+    for position, argument in enumerate(call.func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        if argument.name in call.kwargs:
+            value = call.kwargs[argument.name]
+        elif position < len(call.args) and not argument.kwarg_only:
+            value = call.args[position]
+        else:
+            continue
+        written.extend(tensors(value))
+    return written
+
+
 def _storage_ids(values: list[torch.Tensor]) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in values if t.untyped_storage().nbytes()}
 
@@ -209,7 +226,7 @@ class Tracker(Interposer):
             )
         gap.count += 1
         provenance = Provenance().merge(site=call.site, widening=np.inf)
-        for tensor in tensors(out):
+        for tensor in tensors(out) or written_arguments(call):
             if dtype_format(tensor.dtype) is None:
                 continue  # integers and booleans: the values the program observed
             shape = tuple(tensor.shape)
@@ -250,6 +267,10 @@ class Tracker(Interposer):
         out = run()
         outputs = tensors(out)
         if not outputs:
+            if rule is None and any(dtype_format(t.dtype) for t in written_arguments(call)):
+                # returns nothing but overwrites floating arguments (_fused_adam_, ...): what
+                # it wrote has no bound, and must not keep the bounds of what it held before
+                raise UnsupportedOperation(call.name, where=call.location or None)
             return out
         if not mutable and _storage_ids(outputs) <= _storage_ids(inputs):
             return out  # a view: its bounds already live beside the storage
