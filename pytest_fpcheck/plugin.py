@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .errors import DualDeltaFailure, InvalidArgument, RoundoffMismatch
+from .selection import why_not_tracked
 from .settings import OPTIONS, Settings
 
 if TYPE_CHECKING:
@@ -103,7 +104,11 @@ def pytest_configure(config: pytest.Config) -> None:
     except InvalidArgument as error:
         raise pytest.UsageError(f"pytest-fpcheck: {error}") from None
     if config.stash[REPORT_PATH_KEY] is not None and not _is_worker(config):
-        config.pluginmanager.register(_TestOutcomes(config), "fpcheck-test-outcomes")
+        from .report.outcomes import TestOutcomes
+
+        config.pluginmanager.register(
+            TestOutcomes(config, TESTS_KEY, lambda: _report(config)), "fpcheck-test-outcomes"
+        )
     if config.pluginmanager.hasplugin("html"):
         config.stash[FOUND_KEY] = {}
 
@@ -236,7 +241,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
             found = stack.enter_context(gaps.collecting())
             stack.callback(_add_gaps, item, found)  # after the tracker hands its gaps over
-            why_not = _why_not_tracked(item, test_settings)
+            why_not = why_not_tracked(item, test_settings)
             if why_not is None:
                 from .tracking.core.store import STORE
                 from .tracking.track import track
@@ -279,73 +284,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             _add_isolation(item, worse, failing_dual_delta(item.stash[DUAL_DELTA_RERUN_KEY]))
         raise worse
     return outcome
-
-
-#: what, in a test's source, says that it can ask for a verdict (the package, its fixture, its
-#: marker and its options all carry the name)
-_VERDICT_WORD = "fpcheck"
-#: test module -> whether it can ask for a verdict; other source file -> whether it names fpcheck
-_NAMES_KEY = pytest.StashKey[dict[Path, bool]]()
-
-
-def _why_not_tracked(item: pytest.Item, settings: Settings) -> str | None:
-    """None when ``--fpcheck`` runs the test inside ``fp.track()``, else why not.
-
-    ``--fpcheck-track=always`` (or ``@pytest.mark.fpcheck(track="always")``) tracks every test.
-    ``auto``, the default, tracks a test that can ask for a verdict: one that uses the fpcheck
-    fixture, or whose module, a ``conftest.py`` between it and the rootdir, or a module under the
-    rootdir that its module imports from names ``fpcheck`` (imports pytest_fpcheck, uses the
-    fixture, the marker or the options). Any other test cannot reach the verdict API (short of
-    importing it by a computed name), so it pays only for the non-finite watch."""
-    if settings.track == "always" or _VERDICT_WORD in getattr(item, "fixturenames", ()):
-        return None
-    known = item.config.stash.setdefault(_NAMES_KEY, {})
-    module = Path(item.path)
-    if module not in known:  # the same for every test of the module
-        known[module] = any(_names_fpcheck(known, path) for path in _sources(item))
-    if known[module]:
-        return None
-    return (
-        "pytest --fpcheck did not track this test: neither its module, a conftest.py above it "
-        "nor a module it imports from names fpcheck (--fpcheck-track=auto); mark it "
-        "@pytest.mark.fpcheck(track='always') or run with --fpcheck-track=always for bounds"
-    )
-
-
-def _sources(item: pytest.Item) -> list[Path]:
-    """The test's module, the conftest.py files from its directory up to the rootdir, and the
-    files under the rootdir of the modules its module's names come from."""
-    rootdir = item.config.rootpath
-    paths = [Path(item.path)]
-    folder = Path(item.path).parent
-    while True:
-        paths.append(folder / "conftest.py")
-        if folder == rootdir or folder.parent == folder or not folder.is_relative_to(rootdir):
-            break
-        folder = folder.parent
-    module = getattr(item, "module", None)
-    names = set()
-    for value in list(vars(module).values()) if module is not None else ():
-        try:
-            name = value.__name__ if isinstance(value, type(sys)) else value.__module__
-        except Exception:  # objects without a module, or whose attribute access raises
-            continue
-        if isinstance(name, str):
-            names.add(name)
-    for name in names:
-        file = getattr(sys.modules.get(name), "__file__", None)
-        if file and Path(file).is_relative_to(rootdir):
-            paths.append(Path(file))
-    return paths
-
-
-def _names_fpcheck(known: dict[Path, bool], path: Path) -> bool:
-    if path not in known:
-        try:
-            known[path] = _VERDICT_WORD in path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            known[path] = False
-    return known[path]
 
 
 def _add_gaps(item: pytest.Item, found: list[Any]) -> None:
@@ -587,61 +525,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 #: the longest captured section or traceback a test record keeps (its end)
-_TEXT_LIMIT = 20_000
-
-
-def _tail(text: str) -> str:
-    return text if len(text) <= _TEXT_LIMIT else "[...]\n" + text[-_TEXT_LIMIT:]
-
-
-class _TestOutcomes:
-    """--fpcheck-report: gathers each test's outcome over its phases (setup, call, teardown) on
-    the process that writes the report (under xdist the controller receives every phase).
-    Registered by ``pytest_configure`` then only."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        under_way = self.config.stash.setdefault(TESTS_KEY, {})
-        path, line, _ = report.location
-        record = under_way.setdefault(
-            report.nodeid,
-            {"outcome": "passed", "duration": 0.0, "location": {"path": path, "line": _line(line)}},
-        )
-        record["duration"] += report.duration
-        _phase_outcome(record, report)
-        if report.when == "teardown":
-            _report(self.config).add_test(report.nodeid, under_way.pop(report.nodeid))
-
-
-def _line(line: int | None) -> int | None:
-    """pytest's 0-based line as a 1-based one."""
-    return None if line is None else line + 1
-
-
-def _phase_outcome(record: dict[str, Any], report: pytest.TestReport) -> None:
-    """The outcome of a test so far, after one more phase's report."""
-    xfail = getattr(report, "wasxfail", None)
-    if report.failed:
-        failed = "failed" if report.when == "call" else "error"
-        record["outcome"] = failed if record["outcome"] != "failed" else "failed"
-        record.setdefault("when", report.when)
-        earlier = record.get("traceback", "")
-        record["traceback"] = _tail(earlier + ("\n\n" if earlier else "") + report.longreprtext)
-        record["output"] = [
-            {"name": name, "text": _tail(text)} for name, text in report.sections if text
-        ]
-    elif report.skipped:
-        record["outcome"] = "xfailed" if xfail is not None else "skipped"
-        longrepr = report.longrepr
-        reason = longrepr[2] if isinstance(longrepr, tuple) else str(xfail or "")
-        record["reason"] = str(xfail) if xfail else reason.removeprefix("Skipped: ")
-    elif report.when == "call" and xfail is not None:
-        record["outcome"] = "xpassed"
-        record["reason"] = str(xfail)
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
     """With pytest-html: the test's findings ride on its report (``fpcheck``, and an HTML
