@@ -49,7 +49,6 @@ import torch
 
 from ...adapters.torch import internal
 from ...errors import InvalidArgument
-from ...tracking.core import observe
 from ...tracking.core.interpose import Interposer, OpCall
 from ...tracking.triton import scope as triton_scope
 from .events import KINDS, Event, EventKey, flow_text, report_text
@@ -292,22 +291,12 @@ class Watch(Interposer):
         return flow_text(self.flow(event))
 
     def __enter__(self) -> Watch:
-        triton_scope.attach()
-        try:
-            super().__enter__()
-        except BaseException:
-            triton_scope.detach()
-            raise
-        observe.subscribe(self)
+        triton_scope.open_block(self, super().__enter__)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         """Leave the block, and hand each appearance to the run report (its sink)."""
-        observe.unsubscribe(self)
-        try:
-            super().__exit__(*exc)
-        finally:
-            triton_scope.detach()
+        triton_scope.close_block(self, lambda: super(Watch, self).__exit__(*exc))
         from ...assertions.sink import publish
 
         for event in self.appearances():

@@ -36,7 +36,6 @@ from ...interval.core import Interval
 from ...interval.kernels import summary
 from ...interval.registry import lookup
 from ..core import gaps as _gaps
-from ..core import observe
 from ..core.interpose import Interposer, OpCall
 from ..core.policy import SumBound
 from ..core.store import STORE, Record
@@ -155,13 +154,7 @@ class Tracker(Interposer):
             raise
 
     def _enter(self) -> Tracker:
-        triton_scope.attach()
-        try:
-            super().__enter__()
-        except BaseException:
-            triton_scope.detach()
-            raise
-        observe.subscribe(self)
+        triton_scope.open_block(self, super().__enter__)
         for tensor, bounds in self.assume.items():
             STORE.write(
                 tensor,
@@ -173,11 +166,9 @@ class Tracker(Interposer):
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        observe.unsubscribe(self)
         try:
-            super().__exit__(*exc)
+            triton_scope.close_block(self, lambda: super(Tracker, self).__exit__(*exc))
         finally:
-            triton_scope.detach()
             self._depth -= 1
             if self._depth == 0:
                 _gaps.hand_over(self.gaps.values())

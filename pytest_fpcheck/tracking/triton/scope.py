@@ -3,8 +3,10 @@
 only if triton is imported (a process without triton cannot launch a kernel, and importing it
 costs a second and 200 MiB). Triton first imported inside a block is reported when the block
 closes (:class:`UnsupportedTritonImport`) if a kernel of the user's was defined, hence may have
-run uninstrumented; not when a library merely probed for triton. This module imports nothing
-heavy; the hooks themselves are in :mod:`.hooks`.
+run uninstrumented; not when a library merely probed for triton. A tracker or a watch opens and
+closes its block with :func:`open_block` and :func:`close_block`: the instrumentation attached,
+the dispatch mode entered, the block subscribed to what the instrumentation reports. The hooks
+themselves are in :mod:`.hooks`.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ import gc
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["UnsupportedTritonImport", "attach", "detach"]
+from ..core import observe
+
+__all__ = ["UnsupportedTritonImport", "attach", "close_block", "detach", "open_block"]
 
 _LOCK = threading.Lock()
 _USERS = 0
@@ -95,3 +100,25 @@ def detach() -> None:
             UnsupportedTritonImport,
             stacklevel=3,
         )
+
+
+def open_block(subscriber: Any, enter: Callable[[], Any]) -> None:
+    """Open a tracking or watching block: attach the instrumentation, run ``enter`` (the dispatch
+    mode's own entry; the attachment is undone if it fails), then subscribe ``subscriber``."""
+    attach()
+    try:
+        enter()
+    except BaseException:
+        detach()
+        raise
+    observe.subscribe(subscriber)
+
+
+def close_block(subscriber: Any, leave: Callable[[], Any]) -> None:
+    """Close what :func:`open_block` opened, in reverse order; the instrumentation is detached
+    even when ``leave`` raises."""
+    observe.unsubscribe(subscriber)
+    try:
+        leave()
+    finally:
+        detach()
