@@ -32,6 +32,14 @@ the weight. It costs ``O(MK + KN)``, never a second product.
 
 The accumulator is float32 for bfloat16, float16 and float32 results (what CPU and GPU kernels
 use) and float64 for float64 results.
+
+Triton kernels (:func:`kernel_sigma`, on the interpreter's float64 values): ``tl.sum`` takes the
+pairwise model, ``tl.dot(a, b, acc)`` the sequential one started from the addend ``d`` (the
+accumulator a blocked matmul carries from one K-block to the next): its partial sums are
+``d + (k/K) S`` plus the bridge, so ``sum_k s_k**2 = K (d**2 + d S + S**2 / 3) + K Q / 6``, which
+over the blocks of a loop adds up to the sequential model of the whole product. Both in the
+accumulator's format, which is the result's (the addend's type for a dot; the summed type, after
+``tl.sum``'s own widening cast of half precisions, for a sum).
 """
 
 from __future__ import annotations
@@ -40,9 +48,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["ACCUMULATIONS", "KAPPA", "accumulation_sigma"]
+__all__ = ["ACCUMULATIONS", "KAPPA", "accumulation_sigma", "kernel_sigma"]
 
 #: the average variance of one stochastic rounding of ``s``, in units of ``u**2 s**2``
 KAPPA = 0.36
@@ -158,3 +167,44 @@ def accumulation_sigma(
         return None
     sigma: torch.Tensor = rule(args, kwargs, total, u)
     return sigma.to(total.dtype)
+
+
+def _kernel_dot_variance(a: np.ndarray, b: np.ndarray, addend: np.ndarray, u: float) -> np.ndarray:
+    k = a.shape[-1]
+    product = np.matmul(a, b)
+    rows = np.square(a).sum(-1)
+    columns = np.square(b).sum(-2)
+    squares = rows[..., :, None] * columns[..., None, :] / max(k, 1)
+    partial = addend * addend + addend * product + product * product / 3
+    variance: np.ndarray = KAPPA * u * u * k * (partial + squares / 6)
+    return variance
+
+
+def _kernel_sum_variance(
+    x: np.ndarray, axis: int | None, total: np.ndarray, u: float
+) -> np.ndarray:
+    count = x.size if axis is None else x.shape[axis]
+    levels = max(math.ceil(math.log2(count)) - 2, 0) if count > 1 else 0
+    squares = np.square(x).sum(axis=axis)
+    variance: np.ndarray = (KAPPA * u * u) * (
+        2 * np.square(total) + levels * np.reshape(squares, np.shape(total))
+    )
+    return variance
+
+
+def kernel_sigma(
+    kind: str, operands: tuple[np.ndarray, ...], axis: int | None, total: np.ndarray, u: float
+) -> np.ndarray | None:
+    """The standard deviation of a Triton kernel accumulation's rounding per element of
+    ``total`` (float64 NumPy, see the module docstring), or None when ``kind`` (the builder
+    operation's name: ``dot``, ``sum``) is no accumulation."""
+    with np.errstate(all="ignore"):
+        if kind == "dot":
+            a, b, addend = operands[:3]
+            variance = _kernel_dot_variance(a, b, np.broadcast_to(addend, np.shape(total)), u)
+        elif kind == "sum":
+            variance = _kernel_sum_variance(operands[0], axis, total, u)
+        else:
+            return None
+        sigma: np.ndarray = np.sqrt(np.reshape(variance, np.shape(total)))
+    return sigma

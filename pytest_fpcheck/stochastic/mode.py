@@ -25,7 +25,16 @@ computed in a wider format:
   are stochastic roundings of the source;
 * operations whose result is exact (copies, views, selections, ``relu``, ``abs``, comparisons,
   rounding to integers, ...), random-number operations, operations without a floating operand
-  and integer or boolean results are left as they are.
+  and integer or boolean results are left as they are;
+* a Triton kernel launched in the block (interpreted, ``TRITON_INTERPRET=1``) is rounded the
+  same way, operation by operation: the mode subscribes to the interpreter's instrumentation as
+  an :class:`~pytest_fpcheck.tracking.core.observe.OperationRounder`
+  (:mod:`pytest_fpcheck.tracking.triton.rounding`), which hands it each rounding result computed
+  in float64 (:meth:`StochasticMode.kernel_rounded`): stochastic rounding onto the result's
+  format, float64 results moved one step as above, ``tl.dot`` and ``tl.sum`` with their
+  accumulation's Gaussian term first
+  (:func:`~pytest_fpcheck.stochastic.accumulation.kernel_sigma`). The draws come from the
+  sample's generator, so a seed gives the same kernel roundings.
 
 An operation that cannot run on widened operands (a kernel that insists on its dtypes) runs
 as it is and its results take the one-step perturbation of their own format.
@@ -42,12 +51,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..formats import FORMATS, Format
-from .accumulation import accumulation_sigma
+from ..tracking.triton.scope import close_block, open_block
+from .accumulation import accumulation_sigma, kernel_sigma
 from .rounding import (
     SampleRandom,
     add_noise,
@@ -289,6 +300,46 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.ops = 0
         self.overflowed: str | None = None
         self._suspect = False
+
+    def __enter__(self) -> StochasticMode:
+        """Enter the dispatch mode and subscribe to the Triton instrumentation."""
+        open_block(self, super().__enter__)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        close_block(self, lambda: TorchDispatchMode.__exit__(self, *exc))  # type: ignore[no-untyped-call]
+
+    def kernel_rounded(
+        self,
+        op: str,
+        wide: np.ndarray,
+        format_name: str,
+        operands: tuple[np.ndarray, ...],
+        axis: int | None = None,
+    ) -> np.ndarray:
+        """A Triton kernel's result (:class:`~pytest_fpcheck.tracking.core.observe.
+        OperationRounder`): ``wide`` plus its accumulation term, rounded at random onto the
+        format named ``format_name`` (float64: moved one step with probability 1/12 each)."""
+        fmt = FORMATS[format_name]
+        self.ops += 1
+        value = torch.from_numpy(np.array(wide, dtype=np.float64))
+        sigma = kernel_sigma(op.rsplit(".", 1)[-1], operands, axis, wide, fmt.unit_roundoff)
+        if sigma is not None:
+            value = add_noise(value, torch.from_numpy(sigma), self.draw)
+        if format_name == "float64":
+            rounded = perturb_in_place_format(value, self.draw)
+        else:
+            finite = in_range(value, fmt)
+            target = getattr(torch, format_name)
+            rounded = round_stochastic(value, target, fmt, self.draw, finite=finite)
+        result: np.ndarray = rounded.to(torch.float64).numpy()
+        if (
+            self.overflowed is None
+            and not np.isfinite(result).all()
+            and all(np.isfinite(operand).all() for operand in operands)
+        ):
+            self.overflowed = op
+        return result
 
     def __torch_dispatch__(
         self,

@@ -3,18 +3,23 @@
 The engines (the PyTorch dispatch mode, the instrumented Triton interpreter) know only this
 module: whoever wants to hear about a kernel launch subscribes here for the ``with`` block it
 opens, on its thread, and the instrumentation asks for the innermost subscriber of each role.
-Two roles:
+Three roles:
 
 * :class:`LaunchBounder` (a tracker): a kernel launched while one is subscribed has its bounds
   computed in the subscriber's ``mode`` and recorded in the side store; the subscriber is told
   once the launch is bounded (:meth:`~LaunchBounder.kernel_bounded`);
 * :class:`OperationWatcher` (the non-finite watch): each computing operation of a launched
   kernel is shown to it with its float64 input and output values
-  (:meth:`~OperationWatcher.kernel_operation`).
+  (:meth:`~OperationWatcher.kernel_operation`);
+* :class:`OperationRounder` (a stochastic-arithmetic run): each floating result of a launched
+  kernel that rounds is handed to it as a float64 value computed in a wider format, and the
+  kernel goes on with what it returns (:meth:`~OperationRounder.kernel_rounded`).
 
 Subscriptions are per thread (like dispatch modes) and nest: the innermost subscriber of a role
-(:func:`bounder`, :func:`watcher`) is the one the instrumentation uses, as the innermost dispatch
-mode of a kind decides.
+(:func:`bounder`, :func:`watcher`, :func:`rounder`) is the one the instrumentation uses, as the
+innermost dispatch mode of a kind decides. A rounder hides the subscribers opened before it on
+its thread: a randomly rounded run is not seen by the tracking or watching blocks around it
+(whose dispatch modes it disables too), while blocks opened inside it are.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ import numpy as np
 
 __all__ = [
     "LaunchBounder",
+    "OperationRounder",
     "OperationWatcher",
     "bounder",
+    "rounder",
     "subscribe",
     "unsubscribe",
     "watcher",
@@ -64,6 +71,26 @@ class OperationWatcher(Protocol):
         dividing a finite dividend by zero ``divisions_by_zero`` times."""
 
 
+@runtime_checkable
+class OperationRounder(Protocol):
+    """What a stochastic-arithmetic run is to the instrumentation: it rounds kernel results."""
+
+    def kernel_rounded(
+        self,
+        op: str,
+        wide: np.ndarray,
+        format_name: str,
+        operands: tuple[np.ndarray, ...],
+        axis: int | None = None,
+    ) -> np.ndarray:
+        """The result of operation ``op`` (``kernel.operation``) in the format named
+        ``format_name`` (a :data:`pytest_fpcheck.formats.FORMATS` key), given ``wide``, its
+        value computed in float64 from the float64 ``operands``: float64 values on that
+        format's grid, of ``wide``'s shape. For ``kernel.dot`` the operands are ``(a, b,
+        addend)``; for ``kernel.sum``, the summed values and the reduction's ``axis`` (None:
+        all)."""
+
+
 class _Subscribers(threading.local):
     def __init__(self) -> None:
         self.stack: list[object] = []
@@ -91,6 +118,8 @@ def _innermost(role: type[Any]) -> Any:
     for subscriber in reversed(_SUBSCRIBERS.stack):
         if isinstance(subscriber, role):
             return subscriber
+        if isinstance(subscriber, OperationRounder):
+            return None  # what was opened before a rounder does not see its runs
     return None
 
 
@@ -103,4 +132,10 @@ def bounder() -> LaunchBounder | None:
 def watcher() -> OperationWatcher | None:
     """The innermost :class:`OperationWatcher` subscribed on this thread, or None."""
     found: OperationWatcher | None = _innermost(OperationWatcher)
+    return found
+
+
+def rounder() -> OperationRounder | None:
+    """The innermost :class:`OperationRounder` subscribed on this thread, or None."""
+    found: OperationRounder | None = _innermost(OperationRounder)
     return found

@@ -24,7 +24,9 @@ by importing a user of the instrumentation: a launch is bounded when a
 :class:`~..core.observe.LaunchBounder` (a tracker) is subscribed on its thread, and each computing
 operation of the launch is shown to a subscribed :class:`~..core.observe.OperationWatcher` (the
 non-finite watch, :meth:`Launch.observe`), so NaN, Inf, subnormals and divisions by zero that
-appear inside a kernel are reported at the kernel's source line. The hooks do nothing on threads
+appear inside a kernel are reported at the kernel's source line; under a subscribed
+:class:`~..core.observe.OperationRounder` (a stochastic-arithmetic run) each rounding result
+is rounded at random (:mod:`.rounding`). The hooks do nothing on threads
 without a subscriber, and nothing for launches outside such a block.
 Supported triton releases: :data:`SUPPORTED` (checked on first use).
 """
@@ -45,6 +47,7 @@ from .launch import STATE, Launch, current_launch
 from .memory import LaunchMemory, tensors_of
 from .memory_hooks import MEMORY_RULES
 from .reduce import instrumented_reduce_ops, instrumented_scan_ops, record_call
+from .rounding import round_result, round_sum
 from .rules import RULES, KernelOp
 
 __all__ = ["SUPPORTED", "HostCopies", "Launch", "hook_set"]
@@ -114,7 +117,11 @@ def _build(interpreter: Any) -> None:
                 (builder, name, _hooked(name, getattr(type(builder), name).__get__(builder)))
             )
     _HOOKS.append(
-        (interpreter, "ReduceOps", instrumented_reduce_ops(interpreter.ReduceOps, tl, _widened))
+        (
+            interpreter,
+            "ReduceOps",
+            instrumented_reduce_ops(interpreter.ReduceOps, tl, _widened, _rounded_sum),
+        )
     )
     _HOOKS.append(
         (interpreter, "ScanOps", instrumented_scan_ops(interpreter.ScanOps, tl, _widened))
@@ -133,8 +140,12 @@ def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         launch = current_launch()
         if launch is None:
             return original(*args, **keywords)
-        if launch.memory is None:  # watched, not bounded
+        if launch.memory is None:  # watched or randomly rounded, not bounded
             result = original(*args, **keywords)
+            if launch.rounder is not None:
+                result = round_result(
+                    launch.rounder, launch.kernel, short, original, args, keywords, result
+                )
             launch.observe(short, args, result)
             return result
         if memory_rule is not None:
@@ -170,6 +181,13 @@ def _widened(before: Any, after: Any) -> bool:
     return True
 
 
+def _rounded_sum(x: Any, output: Any, axis: int | None, keep: bool) -> None:
+    """For ``tl.sum``: in a randomly rounded launch, round the sum at random."""
+    launch = current_launch()
+    if launch is not None and launch.rounder is not None and launch.memory is None:
+        round_sum(launch.rounder, launch.kernel, x, output, axis, keep)
+
+
 def _radius(values: Any) -> float:
     """The largest radius among the float handles in ``values``."""
     widest = 0.0
@@ -202,8 +220,8 @@ def _unknown(op: KernelOp) -> None:
 
 def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
     def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
-        tracker, watch = observe.bounder(), observe.watcher()
-        if (tracker is None and watch is None) or current_launch() is not None:
+        tracker, watch, rounder = observe.bounder(), observe.watcher(), observe.rounder()
+        if (tracker is None and watch is None and rounder is None) or current_launch() is not None:
             return original(self, *args, **kwargs)
         from triton.runtime.errors import InterpreterError
 
@@ -216,7 +234,7 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
             named = [*zip(getattr(self, "arg_names", ()), args, strict=False), *kwargs.items()]
             names = {id(t): name for name, value in named for t in tensors_of(value)}
             memory = LaunchMemory(tensors, kernel=kernel, names=names)
-        state = Launch(kernel, memory, tracker.mode if tracker else "rigorous", watch)
+        state = Launch(kernel, memory, tracker.mode if tracker else "rigorous", watch, rounder)
         STATE.launch = state
         try:
             with internal():

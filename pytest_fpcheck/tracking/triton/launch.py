@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import UnsupportedOperation
 from ...interval.bounds import Provenance
 from ..core.interpose import describe_location, user_frame
-from ..core.observe import OperationWatcher
+from ..core.observe import OperationRounder, OperationWatcher
 from . import handles as h
 from .memory import LaunchMemory
 from .rules import NAN_PROPAGATING
@@ -35,12 +35,14 @@ _DIVISIONS = frozenset({"fdiv", "precise_divf", "approx_divf"})
 @dataclass
 class Launch:
     """One instrumented kernel launch: bounded (``memory``, under ``fp.track()``), watched
-    (``watch``, under ``fp.watch_nonfinite()``), or both."""
+    (``watch``, under ``fp.watch_nonfinite()``), or both; or randomly rounded (``rounder``, in a
+    stochastic-arithmetic run)."""
 
     kernel: str
     memory: LaunchMemory | None
     mode: str
     watch: OperationWatcher | None = None
+    rounder: OperationRounder | None = None
     widenings: dict[str, float] = field(default_factory=dict)
 
     @property

@@ -100,14 +100,22 @@ def _prefix_bound(x: Interval, axis: int, fmt: Format) -> Interval:
     return Interval(lo, hi)
 
 
-def instrumented_reduce_ops(base: type, tl: Any, active: Callable[[Any, Any], bool]) -> type:
+def instrumented_reduce_ops(
+    base: type,
+    tl: Any,
+    active: Callable[[Any, Any], bool],
+    rounded_sum: Callable[[Any, Any, int | None, bool], None],
+) -> type:
     """A subclass of the interpreter's ``ReduceOps`` that attaches enclosures. ``active(before,
     after)`` says whether a launch is instrumented and records the widening from the input
-    handles to the output handles (``after=None``: only ask)."""
+    handles to the output handles (``after=None``: only ask); ``rounded_sum(x, output, axis,
+    keep_dims)`` rounds a ``tl.sum`` at random in a stochastic-arithmetic launch."""
 
     class IntervalReduceOps(base):  # type: ignore[misc]
         def apply_impl(self, input: Any) -> Any:
             result = super().apply_impl(input)
+            if self.combine_fn is tl.standard._sum_combine:
+                rounded_sum(input[0].handle, result.handle, self.axis, self.keep_dims)
             if not active(None, None) or not any(h.is_floating(t.handle) for t in input):
                 return result
             kind = self._kind(input)

@@ -1,0 +1,119 @@
+"""Triton kernels for the stochastic-arithmetic calibration (tests/stochastic/test_triton.py and
+benchmarks/bench_stochastic.py): the fused softmax and blocked matmul of the examples
+(examples/test_triton_kernels.py) and a layer norm, each as ``run(dtype, x)`` with its float64
+PyTorch reference (``reference(torch.float64, x)``), as tests/stochastic/calibration.py's
+``verdict_trial`` takes them. (The matmul runs in float16: triton 3.9's interpreter multiplies
+bfloat16 bit patterns in ``tl.dot``.) The input is converted to ``dtype`` inside ``run``: in a
+stochastic run that conversion is rounded at random too, as a model's weights are."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    x = x.to(tl.float32)
+    z = x - tl.max(x, axis=0)
+    e = tl.exp(z)
+    y = e / tl.sum(e, axis=0)
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+@triton.jit
+def matmul_kernel(  # type: ignore[no-untyped-def]
+    a_ptr, b_ptr, c_ptr, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rows[:, None] * K + ks[None, :])
+        b = tl.load(b_ptr + ks[:, None] * N + cols[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty))
+
+
+@triton.jit
+def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n_cols
+    centred = tl.where(mask, x - mean, 0.0)
+    variance = tl.sum(centred * centred, axis=0) / n_cols
+    rstd = 1 / tl.sqrt(variance + eps)
+    w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask).to(tl.float32)
+    y = centred * rstd * w + b
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _parameters(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def softmax(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    """Row softmax of ``x`` (rows of at most 128) in ``dtype``, statistics in float32."""
+    x = (3 * x).to(dtype)
+    y = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=128)
+    return y
+
+
+def softmax_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(3 * x.to(dtype), dim=-1)
+
+
+_B = _parameters(64, 32, seed=7) / 8
+
+
+def matmul(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    """``x @ B`` (``x`` of shape (32, 64), ``B`` fixed) in ``dtype``, float32 accumulator."""
+    a, b = x.to(dtype), _B.to(dtype)
+    c = torch.empty(a.shape[0], b.shape[1], dtype=dtype)
+    matmul_kernel[(a.shape[0] // 16, b.shape[1] // 16)](
+        a, b, c, a.shape[0], b.shape[1], a.shape[1], BLOCK_M=16, BLOCK_N=16, BLOCK_K=16
+    )
+    return c
+
+
+def matmul_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    return x.to(dtype) @ _B.to(dtype)
+
+
+_W, _BIAS = 1 + _parameters(96, seed=8) / 4, _parameters(96, seed=9) / 4
+
+
+def layer_norm(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    """Layer norm of the rows of ``x`` (96 wide) with a fixed affine transform, in ``dtype``."""
+    x, w, b = x.to(dtype), _W.to(dtype), _BIAS.to(dtype)
+    y = torch.empty_like(x)
+    layer_norm_kernel[(x.shape[0],)](x, w, b, y, x.shape[1], 1e-5, BLOCK=128)
+    return y
+
+
+def layer_norm_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(
+        x.to(dtype), (x.shape[-1],), _W.to(dtype), _BIAS.to(dtype), 1e-5
+    )
+
+
+Run = Callable[[torch.dtype, torch.Tensor], torch.Tensor]
+
+#: name -> (run, reference, the input's shape, dtype)
+KERNELS: dict[str, tuple[Run, Run, tuple[int, ...], torch.dtype]] = {
+    "softmax, 16x100, float16": (softmax, softmax_reference, (16, 100), torch.float16),
+    "matmul, 32x64 @ 64x32, float16": (matmul, matmul_reference, (32, 64), torch.float16),
+    "layer norm, 16x96, bfloat16": (layer_norm, layer_norm_reference, (16, 96), torch.bfloat16),
+}
