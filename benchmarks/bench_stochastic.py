@@ -12,6 +12,9 @@ Sections (``--section``, default all):
   deviation to the actual error's spread over the input draws (RMS over the elements, median
   and range over the seeds): the soundness campaign's random programs (against their exact
   mpmath value), an 8-layer bfloat16 MLP and a bfloat16 transformer block (against float64).
+* ``triton``: the same for Triton kernels run by the interpreter (``TRITON_INTERPRET=1``, set
+  here): the softmax, matmul and layer norm kernels of tests/stochastic/kernels.py against their
+  float64 PyTorch references (part of ``all``).
 * ``power``: planted bugs (the output of one layer scaled by ``1 + 16u`` and ``1 + 64u``, ``u``
   bfloat16's unit round-off) in an 8-layer bfloat16 MLP and a 4-block bfloat16 transformer:
   the fraction of seeds whose verdict is "bug"; beside it, what the rigorous bounds
@@ -138,6 +141,32 @@ def calibration(seeds: int, samples: int) -> None:
             f"[{time.perf_counter() - start:.0f} s]"
         )
     random_programs(seeds, samples)
+    print()
+
+
+def triton_kernels(seeds: int, samples: int) -> None:
+    """The calibration of :func:`calibration` on the Triton kernels of tests/stochastic/kernels.py."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    from tests.stochastic.kernels import KERNELS
+
+    print(
+        f"## Triton kernels: false Type-II rate at confidence 0.999, {seeds} seeds, {samples} samples"
+    )
+    for name, (run, reference, shape, dtype) in KERNELS.items():
+        start = time.perf_counter()
+        kinds: dict[str, int] = {}
+        ratios = []
+        for s in range(seeds):
+            x = torch.randn(*shape, generator=torch.Generator().manual_seed(1000 + s))
+            kind, estimated, actual = verdict_trial(run, reference, x, dtype, s, samples)
+            kinds[kind] = kinds.get(kind, 0) + 1
+            ratios.append(estimated / actual)
+        r = np.array(ratios)
+        print(
+            f"{name}: verdicts {kinds}; false Type-II {kinds.get('bug', 0) / seeds:.2%}; "
+            f"estimated/actual spread median {np.median(r):.2f} (range {r.min():.2f}-{r.max():.2f}) "
+            f"[{time.perf_counter() - start:.0f} s]"
+        )
     print()
 
 
@@ -295,7 +324,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--section",
-        choices=["all", "accumulation", "calibration", "programs", "power", "cost"],
+        choices=["all", "accumulation", "calibration", "programs", "triton", "power", "cost"],
         default="all",
     )
     parser.add_argument("--seeds", type=int, default=200)
@@ -314,6 +343,8 @@ def main() -> None:
         calibration(options.seeds, options.samples)
     if options.section == "programs":
         random_programs(options.seeds, options.samples)
+    if options.section in ("all", "triton"):
+        triton_kernels(options.seeds, options.samples)
     if options.section in ("all", "power"):
         power(options.power_seeds, options.samples)
     if options.section in ("all", "cost"):
