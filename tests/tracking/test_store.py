@@ -36,7 +36,7 @@ def test_a_sweep_drops_every_freed_storage_and_nothing_else() -> None:
             torch.rand(32) / 3  # freed at once
     gc.collect()
     assert STORE.sweep() >= 5
-    assert all(not key.expired() for key in STORE._records)
+    assert all(not ref.expired() for ref in STORE._refs.values())
     assert fp.bounds_of(kept) is not None
     assert STORE.sweep() == 0
 

@@ -11,8 +11,13 @@ something tracking did not see, and reading its bounds raises :class:`StaleBound
 in-place operation's own increment happens after the dispatch mode returns (autograd's
 ADInplaceOrView layer applies it), so a record written by one expects exactly one increment.
 
-Records are keyed by a weak reference to the storage and dropped once it is freed. Reads and
-writes are serialised by a lock; tracking itself is per thread (dispatch modes are thread-local).
+Records are keyed by the storage's address (its ``StorageImpl``), and the store holds a weak
+reference to each storage it keeps a record for, so the record is dropped once the storage is
+freed; while that reference lives, the address cannot be reused by another storage (PyTorch keeps
+a weakly referenced ``StorageImpl``'s memory until the last weak reference goes), so the address
+names one storage. A lookup therefore needs no weak reference of its own, only the address. Reads
+and writes are serialised by a lock; tracking itself is per thread (dispatch modes are
+thread-local).
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from numpy.lib.stride_tricks import as_strided
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ...adapters.torch import dtype_format, internal
@@ -67,13 +71,15 @@ def _storage_length(t: torch.Tensor) -> int:
 
 
 def _view(buffer: np.ndarray, t: torch.Tensor) -> np.ndarray:
-    """``buffer`` seen through ``t``'s sizes, strides (in elements) and storage offset."""
+    """``buffer`` (flat and contiguous) seen through ``t``'s sizes, strides (in elements) and
+    storage offset: a writeable view, checked to lie inside the buffer."""
     itemsize = buffer.itemsize
-    return as_strided(
-        buffer[t.storage_offset() :],
-        shape=tuple(t.shape),
-        strides=tuple(s * itemsize for s in t.stride()),
-        writeable=True,
+    return np.ndarray(
+        tuple(t.shape),
+        buffer.dtype,
+        buffer,
+        t.storage_offset() * itemsize,
+        tuple(s * itemsize for s in t.stride()),
     )
 
 
@@ -117,10 +123,13 @@ def _storage_values(t: torch.Tensor) -> np.ndarray:
 
 
 class BoundsStore:
-    """Weakly keyed map from storages to their :class:`Record`."""
+    """Map from storages (by address, module docstring) to their :class:`Record`."""
 
     def __init__(self) -> None:
-        self._records: dict[StorageWeakRef, Record] = {}
+        self._records: dict[int, Record] = {}
+        #: a weak reference to each storage that has a record: it keeps the address unique and
+        #: tells when the storage is freed
+        self._refs: dict[int, StorageWeakRef] = {}
         self._lock = threading.Lock()
         self._writes = 0
         self._fresh_bytes = 0
@@ -129,7 +138,7 @@ class BoundsStore:
         """The record of ``t``'s storage, or None if tracking never wrote it.
 
         Raises StaleBoundsError when the storage changed since tracking last wrote it."""
-        key = StorageWeakRef(t.untyped_storage())
+        key = t.untyped_storage()._cdata
         with self._lock:
             record = self._records.get(key)
         if record is None:
@@ -147,13 +156,16 @@ class BoundsStore:
 
     def forget(self, t: torch.Tensor) -> None:
         """Drop the record of ``t``'s storage (its values become an exact input again)."""
+        key = t.untyped_storage()._cdata
         with self._lock:
-            self._records.pop(StorageWeakRef(t.untyped_storage()), None)
+            self._records.pop(key, None)
+            self._refs.pop(key, None)
 
     def has_record(self, t: torch.Tensor) -> bool:
         """Whether tracking ever wrote ``t``'s storage (stale or not)."""
+        key = t.untyped_storage()._cdata
         with self._lock:
-            return StorageWeakRef(t.untyped_storage()) in self._records
+            return key in self._records
 
     def read(self, t: torch.Tensor) -> Interval | None:
         """The enclosure of ``t``'s elements, or None if tracking never wrote its storage."""
@@ -181,9 +193,10 @@ class BoundsStore:
         the record. ``owned``: the caller hands over the interval's arrays (nothing else refers
         to them), so a contiguous float64 array that owns its memory becomes the buffer itself
         instead of a copy."""
-        key = StorageWeakRef(t.untyped_storage())
+        storage = t.untyped_storage()
+        key = storage._cdata
         shape = tuple(t.shape)
-        length = _storage_length(t)
+        length = storage.nbytes() // t.element_size()
         whole = t.is_contiguous() and t.storage_offset() == 0 and t.numel() == length
         with self._lock:
             record = self._records.get(key)
@@ -215,6 +228,8 @@ class BoundsStore:
         record.notes = notes
         with self._lock:
             self._records[key] = record
+            if key not in self._refs:
+                self._refs[key] = StorageWeakRef(storage)
             self._writes += 1
             self._fresh_bytes += record.lo.nbytes + (
                 0 if record.hi is record.lo else record.hi.nbytes
@@ -223,8 +238,7 @@ class BoundsStore:
                 self._records
             ):
                 self._fresh_bytes = 0
-                for dead in [k for k in self._records if k.expired()]:
-                    del self._records[dead]
+                self._drop_freed()
         return record
 
     @staticmethod
@@ -242,15 +256,19 @@ class BoundsStore:
         return how many were dropped. Writes sweep on their own; the pytest plugin also sweeps
         after each tracked test, so one test's dead bounds never outlive it."""
         with self._lock:
-            dead = [key for key in self._records if key.expired()]
-            for key in dead:
-                del self._records[key]
             self._fresh_bytes = 0
+            return self._drop_freed()
+
+    def _drop_freed(self) -> int:
+        """Drop the records of freed storages (the caller holds the lock); how many."""
+        dead = [key for key, ref in self._refs.items() if ref.expired()]
+        for key in dead:
+            del self._records[key], self._refs[key]
         return len(dead)
 
     def __len__(self) -> int:
         with self._lock:
-            return len([key for key in self._records if not key.expired()])
+            return sum(not ref.expired() for ref in self._refs.values())
 
 
 #: The process-wide store. Tracking is per thread; records are per storage.

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -55,11 +55,20 @@ def tensors(value: Any) -> list[torch.Tensor]:
     """The tensors in an argument or result (nested in lists, tuples and dicts), in order."""
     if isinstance(value, torch.Tensor):
         return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in tensors(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in tensors(item)]
-    return []
+    found: list[torch.Tensor] = []
+    if isinstance(value, (list, tuple, dict)):
+        _collect(value.values() if isinstance(value, dict) else value, found)
+    return found
+
+
+def _collect(items: Any, found: list[torch.Tensor]) -> None:
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (list, tuple)):
+            _collect(item, found)
+        elif isinstance(item, dict):
+            _collect(item.values(), found)
 
 
 def written_arguments(call: OpCall) -> list[torch.Tensor]:
@@ -81,6 +90,29 @@ def written_arguments(call: OpCall) -> list[torch.Tensor]:
 
 def _storage_ids(values: list[torch.Tensor]) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in values if t.untyped_storage().nbytes()}
+
+
+class _Schema(NamedTuple):
+    """What the tracker asks of an overload's schema, read once per overload."""
+
+    #: it writes an argument (``add_``, ``copy_``, ``out=`` variants)
+    mutable: bool
+    #: it changes an argument's sizes over the same storage (``transpose_``, ``unsqueeze_``)
+    inplace_view: bool
+    #: it has a composite kernel (PyTorch's decomposition, run by ``OpOverload.decompose``)
+    decomposable: bool
+
+
+_SCHEMAS: dict[torch._ops.OpOverload, _Schema] = {}
+
+
+def _schema_of(func: torch._ops.OpOverload) -> _Schema:
+    schema = _SCHEMAS.get(func)
+    if schema is None:
+        schema = _SCHEMAS[func] = _Schema(
+            func._schema.is_mutable, torch.Tag.inplace_view in func.tags, _decomposable(func)
+        )
+    return schema
 
 
 class Tracker(Interposer):
@@ -236,18 +268,22 @@ class Tracker(Interposer):
                     STORE.forget(tensor)
 
     def _bound(self, call: OpCall, run: Callable[[], Any]) -> Any:
-        substitute = SUBSTITUTES.get(call.packet)
+        packet = call.packet
+        substitute = SUBSTITUTES.get(packet)
         if substitute is not None:
             with self.reentered():
                 return substitute(*call.args, **call.kwargs)
-        rule = lookup(call.name, call.packet)
-        if rule is None and _decomposable(call.func):
+        rule = lookup(call.name, packet)
+        schema = _schema_of(call.func)
+        if rule is None and schema.decomposable:
             # a composite operation reaching the mode undecomposed (from inside another
             # operation's decomposition): its parts, which have rules
             with self.reentered():
                 return call.func.decompose(*call.args, **call.kwargs)
-        inputs = tensors(call.args) + tensors(call.kwargs)
-        mutable = call.func._schema.is_mutable
+        inputs = tensors(call.args)
+        if call.kwargs:
+            inputs += tensors(call.kwargs)
+        mutable = schema.mutable
         stale_notes: list[str] = []
         records = [(t, _current_record(t, call, stale_notes)) for t in inputs]
         snapshot: dict[int, Interval] = {}
@@ -265,7 +301,7 @@ class Tracker(Interposer):
             return out
         if not mutable and _storage_ids(outputs) <= _storage_ids(inputs):
             return out  # a view: its bounds already live beside the storage
-        if torch.Tag.inplace_view in call.func.tags:
+        if schema.inplace_view:
             return out  # transpose_, unsqueeze_, ...: new sizes over the same storage
         tracked = any(r is not None and r.max_radius > 0 for _, r in records)
         floating_in = any(dtype_format(t.dtype) is not None for t in inputs)
@@ -300,7 +336,13 @@ class Tracker(Interposer):
         in_place: bool,
     ) -> None:
         intervals = result if isinstance(result, (tuple, list)) else (result,)
-        provenance = Provenance().merge(*(r.provenance for r in inherited))
+        # the union of the operands' provenances (one operand's is its own: merging is
+        # idempotent)
+        provenance = (
+            inherited[0].provenance
+            if len(inherited) == 1
+            else Provenance().merge(*(r.provenance for r in inherited))
+        )
         notes = tuple(dict.fromkeys([n for r in inherited for n in r.notes] + ctx.notes))
         inherited_radius = max((r.max_radius for r in inherited), default=0.0)
         handed_over: set[int] = set()
@@ -326,7 +368,10 @@ class Tracker(Interposer):
             covered = record.lo.size == tensor.numel()
             radius = record.max_radius if covered else summary(interval.lo, interval.hi)[0]
             own = max(radius - inherited_radius, 0.0)
-            record.provenance = provenance.merge(site=ctx.call.site, widening=own)
+            # a site that widened nothing is not kept: its description is not needed then
+            record.provenance = (
+                provenance.merge(site=ctx.call.site, widening=own) if own > 0 else provenance
+            )
 
 
 def _decomposable(func: torch._ops.OpOverload) -> bool:
