@@ -27,7 +27,6 @@ from pytest_fpcheck.report.html import (
     findings_fragment,
     findings_summary,
     render,
-    scatter_svg,
 )
 from pytest_fpcheck.report.points import POINTS, element_points
 from pytest_fpcheck.report.records import (
@@ -38,6 +37,7 @@ from pytest_fpcheck.report.records import (
     tree_record,
     verdict_record,
 )
+from pytest_fpcheck.report.scatter import scatter_svg
 from pytest_fpcheck.report.terminal import ROW_LIMIT, section_lines, sections
 
 REPORT_SCHEMA = json.loads((Path(__file__).parents[1] / "docs/report-schema.json").read_text())
