@@ -2,8 +2,9 @@
 
 Settings are resolved once in ``pytest_configure`` into a frozen
 :class:`~pytest_fpcheck.settings.Settings` kept in ``config.stash``; a bad option stops the run
-with a usage error naming it. Everything numerical is imported inside the hook or fixture that
-needs it, so loading the plugin costs (almost) nothing.
+with a usage error naming it (registering and reading the options and markers, and each test's
+settings under its markers: :mod:`pytest_fpcheck.options`). Everything numerical is imported
+inside the hook or fixture that needs it, so loading the plugin costs (almost) nothing.
 
 The run report (:mod:`pytest_fpcheck.report`) collects, per test, the verdicts made and the
 results published (:mod:`pytest_fpcheck.assertions.sink`) under ``--fpcheck``, the appearances of
@@ -28,14 +29,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .errors import DualDeltaFailure, InvalidArgument, RoundoffMismatch
+from .options import MARKERS, SETTINGS_KEY, add_options, allowed_sites, read_options, settings_for
 from .selection import why_not_tracked
-from .settings import OPTIONS, Settings
 
 if TYPE_CHECKING:
     from .fixture import FPCheckFixture
     from .report import RunReport
 
-SETTINGS_KEY = pytest.StashKey[Settings]()
 REPORT_KEY = pytest.StashKey["RunReport"]()
 REPORT_PATH_KEY = pytest.StashKey["Path | None"]()
 TESTS_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()  # tests whose phases are under way
@@ -46,63 +46,20 @@ DUAL_DELTA_KEY = pytest.StashKey[Any]()
 DUAL_DELTA_RERUN_KEY = pytest.StashKey[Any]()
 _CASE = "_fpcheck_dual_delta_case"
 _WORKER_OUTPUT = "fpcheck_report"  # the key of a worker's report part in config.workeroutput
-_REPORT_SUFFIXES = (".json", ".html")
 _PARAMETER_SET = type(pytest.param(None))  # what pytest.param returns
-
-_MARKERS = (
-    "fpcheck(**overrides): per-test overrides of the fpcheck options "
-    "(nonfinite=, alpha=, dual_delta_n=, oracle=, seed=, isolate=, max_resolution=)",
-    "dual_delta(custom, reference, inputs, oracle=, n=, params=[...]): a dual-delta accuracy "
-    "test of custom against reference; one test per entry of params",
-)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("fpcheck", "floating-point checks (pytest-fpcheck)")
-    for option in OPTIONS:
-        if option.switch:
-            group.addoption(
-                option.flag, action="store_true", dest=option.ini, default=None, help=option.help
-            )
-        else:
-            group.addoption(option.flag, dest=option.ini, default=None, help=option.help)
-        parser.addini(
-            option.ini,
-            help=f"{option.help} (default: {option.default})",
-            type=option.ini_type,
-            default=None,  # unset: the option's own default applies
-        )
-    group.addoption(
-        "--fpcheck-report",
-        dest="fpcheck_report",
-        default=None,
-        metavar="PATH",
-        help="write the run report to PATH: JSON (.json) or a self-contained HTML page (.html)",
-    )
+    add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for marker in _MARKERS:
+    for marker in MARKERS:
         config.addinivalue_line("markers", marker)
-    raw: dict[str, Any] = {}
-    for option in OPTIONS:
-        flag_value = config.getoption(option.ini)
-        try:
-            ini_value = config.getini(option.ini)
-        except pytest.UsageError as error:  # a value pytest cannot read as the option's type
-            raise pytest.UsageError(f"pytest-fpcheck: {option.ini}: {error}") from None
-        if flag_value is not None:
-            raw[option.field] = flag_value
-        elif ini_value not in (None, ""):
-            raw[option.field] = ini_value
     import time
 
     config.stash[STARTED_KEY] = time.monotonic()
-    try:
-        config.stash[SETTINGS_KEY] = Settings.from_text(raw)
-        config.stash[REPORT_PATH_KEY] = _report_path(config.getoption("fpcheck_report"))
-    except InvalidArgument as error:
-        raise pytest.UsageError(f"pytest-fpcheck: {error}") from None
+    config.stash[SETTINGS_KEY], config.stash[REPORT_PATH_KEY] = read_options(config)
     if config.stash[REPORT_PATH_KEY] is not None and not _is_worker(config):
         from .report.outcomes import TestOutcomes
 
@@ -111,19 +68,6 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if config.pluginmanager.hasplugin("html"):
         config.stash[FOUND_KEY] = {}
-
-
-def _report_path(value: str | None) -> Path | None:
-    if value is None:
-        return None
-    path = Path(value)
-    if path.suffix not in _REPORT_SUFFIXES:
-        raise InvalidArgument("--fpcheck-report", value, "a path ending in .json or .html")
-    if not path.parent.resolve().is_dir():
-        raise InvalidArgument(
-            "--fpcheck-report", value, f"a path in an existing directory ({path.parent} is not one)"
-        )
-    return path.resolve()  # xdist workers may run elsewhere; plots are written beside it
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -524,7 +468,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     )
 
 
-#: the longest captured section or traceback a test record keeps (its end)
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
     """With pytest-html: the test's findings ride on its report (``fpcheck``, and an HTML
@@ -604,34 +547,6 @@ def matmul_features() -> Any:
         return probe_torch_matmul(device, dtype, out_dtype)
 
     return features
-
-
-def settings_for(item: pytest.Item) -> Settings:
-    """The settings of one test: the run's, with its ``@pytest.mark.fpcheck`` overrides applied
-    (the closest marker wins). ``allow=`` is read by :func:`allowed_sites`."""
-    settings = item.config.stash[SETTINGS_KEY]
-    for marker in reversed(list(item.iter_markers("fpcheck"))):
-        if marker.args:
-            raise InvalidArgument(
-                "@pytest.mark.fpcheck", marker.args, "keyword arguments only, e.g. nonfinite='off'"
-            )
-        overrides = {k: v for k, v in marker.kwargs.items() if k != "allow"}
-        settings = settings.with_overrides(overrides, source="@pytest.mark.fpcheck")
-    return settings
-
-
-def allowed_sites(item: pytest.Item) -> tuple[str, ...]:
-    """``@pytest.mark.fpcheck(allow=[...])``: fnmatch patterns of expected non-finite sites,
-    matched against "op at file:line in module" (e.g. "aten.log*", "*model.py:12*")."""
-    patterns: list[str] = []
-    for marker in item.iter_markers("fpcheck"):
-        allow = marker.kwargs.get("allow", ())
-        if isinstance(allow, str) or not all(isinstance(p, str) for p in allow):
-            raise InvalidArgument(
-                "@pytest.mark.fpcheck(allow=...)", allow, "a list of fnmatch patterns (strings)"
-            )
-        patterns.extend(allow)
-    return tuple(patterns)
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@
 its own layer and the layers below it. The chain runs leaves -> adapters -> interval -> tracking
 -> assertions; strategies, oracle, dual-delta, the diagnostics, the emulators and stochastic
 arithmetic sit beside it (above the chain, which never imports them: no engine module knows a
-diagnostic) and below the pytest layer (plugin, fixture, markers, selection, settings, environment, report,
-and the package root that re-exports everything), which none of them imports.
+diagnostic) and below the pytest layer (plugin, options, fixture, markers, selection, settings,
+environment, report, and the package root that re-exports everything), which none of them imports.
 
 Imports are read with :mod:`ast` from the source, so nothing is imported to check them. Every
 import counts, for the layers and for the cycles alike: at module level, inside a function (a
@@ -35,7 +35,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tracking",),
     ("assertions",),
     ("strategies", "oracle", "dualdelta", "diagnostics", "emulate", "stochastic"),
-    ("plugin", "fixture", "markers", "selection", "settings", "environment", "report", ""),
+    (
+        "plugin",
+        "options",
+        "fixture",
+        "markers",
+        "selection",
+        "settings",
+        "environment",
+        "report",
+        "",
+    ),
 )
 
 
