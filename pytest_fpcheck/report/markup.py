@@ -96,14 +96,18 @@ LABELS: dict[str, str] = {
 
 
 def label_of(key: str) -> str:
+    """What field ``key`` is called on the page: its :data:`LABELS` entry, or the key spaced."""
     return LABELS.get(key, key.replace("_", " "))
 
 
 def status_class(status: str) -> str:
+    """The CSS class suffix of a status (``s-<this>``): anything but letters, digits, ``-`` and
+    ``_`` as ``-``."""
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in status)
 
 
 def status_html(status: str) -> str:
+    """A status in its colour."""
     return f'<span class="status s-{status_class(status)}">{escape(status)}</span>'
 
 
@@ -115,10 +119,12 @@ def exact_html(value: Any) -> str:
 
 
 def number_html(value: Any) -> str:
+    """A float to four significant digits, an int in full, ``-`` for none (escaped)."""
     return escape(number(value, ".4g"))
 
 
 def index_html(value: Any) -> str:
+    """An element's index: ``[i, j]`` for a tuple (``-`` for none)."""
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(str(i) for i in value) + "]"
     return "-" if value is None else escape(str(value))
@@ -225,6 +231,7 @@ class Links:
 
 
 def paragraph(text: str) -> str:
+    """A sentence of a details block (``text`` is HTML already)."""
     return f'<p class="said">{text}</p>'
 
 
