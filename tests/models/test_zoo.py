@@ -4,9 +4,8 @@ no ``UnsupportedOperation`` anywhere. Small configurations, random weights, no d
 (:mod:`tests.models.zoo`).
 
 The CI slice runs every model in float32 with AdamW (the foreach default) and two in bfloat16
-and float16; the rest (each dtype, SGD, Adam, fused Adam/AdamW) are marked slow. Operations that
-still lack a rule make their combinations strict xfails naming them, so a new rule turns them
-into failures to be promoted.
+and float16 (SGD and fused AdamW in float16); the rest (each dtype, SGD, Adam, fused Adam/AdamW)
+are marked slow.
 """
 
 from __future__ import annotations
@@ -33,22 +32,13 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adamw_fused": lambda p: torch.optim.AdamW(p, lr=1e-3, fused=True),
 }
 
-#: (model, dtype or None for all) -> the operation that still has no rule there
-MISSING = {
-    ("mixtral", None): "aten.histc and aten._grouped_mm (the experts' routing)",
-}
 #: models whose float32 loss enclosure is still the whole line, and why
 LOOSE = {
     "resnet": "training batch norm over a handful of elements per channel at the last stages: "
     "the enclosure of the normalisation widens to the whole line (issue 20)"
 }
-FUSED_MISSING = (
-    "aten._fused_adam_ / aten._fused_adamw_ (the fused CPU optimizers) have no rule: under "
-    "strict=True they raise UnsupportedOperation; otherwise the parameters they update are a gap "
-    "(whole-line bounds)"
-)
 
-FAST = {("float32", "adamw"), ("bfloat16", "adamw"), ("float16", "sgd")}
+FAST = {("float32", "adamw"), ("bfloat16", "adamw"), ("float16", "sgd"), ("float16", "adamw_fused")}
 FAST_LOW_PRECISION = {"nanogpt", "gpt2"}
 
 
@@ -63,12 +53,6 @@ def cases() -> list[object]:
                 )
                 if not fast:
                     marks.append(pytest.mark.slow)
-                missing = MISSING.get((name, dtype)) or MISSING.get((name, None))
-                raises: type[Exception] | tuple[type[Exception], ...] = fp.UnsupportedOperation
-                if optimizer.endswith("fused") and missing is None:
-                    missing, raises = FUSED_MISSING, (fp.UnsupportedOperation, AssertionError)
-                if missing is not None:
-                    marks.append(pytest.mark.xfail(raises=raises, reason=missing, strict=True))
                 found.append(
                     pytest.param(
                         name, dtype, optimizer, marks=marks, id=f"{name}-{dtype}-{optimizer}"

@@ -124,17 +124,6 @@ def test_an_operation_that_returns_nothing_but_writes_is_a_gap_on_what_it_wrote(
         halve_(x * 3)
 
 
-def test_a_fused_optimizer_step_without_a_rule_leaves_no_stale_bounds() -> None:
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 2)
-    optimizer = torch.optim.Adam(model.parameters(), fused=True)
-    with fp.track() as tracker:
-        model(torch.randn(3, 4)).square().sum().backward()
-        optimizer.step()
-    assert any("_fused_adam" in op for op, _ in tracker.gaps)
-    assert whole_line(fp.bounds_of(model.weight)).all()
-
-
 def test_an_internal_failure_is_a_gap_with_its_traceback() -> None:
     x = torch.tensor([1.0, 2.0])
     with fp.track() as tracker:

@@ -165,8 +165,9 @@ def _attention_backward(
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The backward of scaled dot-product attention through the math path: with P the
-    attention weights, dV = P^T dO, dS = P (dO V^T - rowsum(dO O)), dQ = dS K s, dK = dS^T Q s;
-    key and value heads shared by several query heads (grouped-query attention) get the sum
+    attention weights as the kernel recomputes them, exp(S - lse) from the scores S and the
+    log-sum-exp ``lse`` the forward pass saved (its own rounding included), dV = P^T dO,
+    dS = P (dO V^T - rowsum(dO O)), dQ = dS K s, dK = dS^T Q s; key and value heads shared by several query heads (grouped-query attention) get the sum
     over their group."""
     if dropout_p:
         raise UnsupportedOperation(
@@ -186,7 +187,10 @@ def _attention_backward(
             scores = scores.masked_fill(~attn_mask, float("-inf"))
         else:
             scores = scores + attn_mask
-    p = torch.softmax(scores, -1)
+    # the kernel recomputes the weights from the forward pass's log-sum-exp (float32), not by
+    # a softmax; in the operands' own format, the cast's outward rounding holds both P and its
+    # rounding
+    p = torch.exp(scores - logsumexp.unsqueeze(-1)).to(scores.dtype)
     grad_v = p.transpose(-2, -1) @ grad
     dp = grad @ vv.transpose(-2, -1)
     ds = p * (dp - (grad * out).sum(-1, keepdim=True))

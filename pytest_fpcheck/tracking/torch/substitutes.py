@@ -107,13 +107,61 @@ def _mse_loss(prediction: torch.Tensor, target: torch.Tensor, reduction: int = 1
     return loss
 
 
+def _fused_adam_in_place(functional: str) -> Callable[..., None]:
+    """``_fused_adam_`` / ``_fused_adamw_`` (what ``torch.optim``'s fused CPU optimizers call;
+    they return nothing and overwrite their arguments) as their functional variant, which the
+    tracker bounds by its rule (``rules/fused_optimizer.py``), copied back into the parameters,
+    gradients (when a ``grad_scale`` unscales them) and states: the same kernel on copies of the
+    same tensors, the same values."""
+    packet = getattr(torch.ops.aten, functional)
+
+    def step(
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        exp_avgs: list[torch.Tensor],
+        exp_avg_sqs: list[torch.Tensor],
+        max_exp_avg_sqs: list[torch.Tensor],
+        state_steps: list[torch.Tensor],
+        **kwargs: Any,
+    ) -> None:
+        written = (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
+        results = packet(*written, state_steps, **kwargs)
+        for index, (targets, values) in enumerate(zip(written, results, strict=True)):
+            if index == 1 and kwargs.get("grad_scale") is None:
+                continue  # gradients are only written when a scale unscales them
+            for target, value in zip(targets, values, strict=True):
+                target.copy_(value)
+
+    return step
+
+
+def _foreach_in_place(name: str) -> Callable[..., None]:
+    """``_foreach_<name>_`` (in place, returns nothing) as ATen's CPU kernel runs it (its slow
+    path, a loop): ``<name>_`` on each tensor of the list, with the i-th item of each other list
+    argument (tensors or numbers) and any other argument as it is. The same values."""
+    packet = getattr(torch.ops.aten, f"{name}_")
+
+    def each(tensors: list[torch.Tensor], *args: Any, **kwargs: Any) -> None:
+        for index, tensor in enumerate(tensors):
+            items = [a[index] if isinstance(a, (list, tuple)) else a for a in args]
+            packet(tensor, *items, **kwargs)
+
+    return each
+
+
 #: Kernels that tracking replaces by a composition of operations it has rules for:
 #:
 #: * the fused CPU attention kernels (flash) run as ATen's math path: the value may then
 #:   differ from an untracked run's by round-off (API: "scaled_dot_product_attention (math
 #:   path)");
-#: * ``mse_loss`` runs as its own kernel's steps, which give the same values.
+#: * ``mse_loss`` runs as its own kernel's steps, which give the same values;
+#: * the fused CPU Adam and AdamW steps run as their functional variants and copies back, and
+#:   the in-place foreach arithmetic (``_foreach_add_``, ... : the fused optimizers count their
+#:   steps with it) as a loop over its tensors, as ATen's CPU kernels do: the same values.
 SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_math,
     "aten.mse_loss": _mse_loss,
+    "aten._fused_adam_": _fused_adam_in_place("_fused_adam"),
+    "aten._fused_adamw_": _fused_adam_in_place("_fused_adamw"),
+    **{f"aten._foreach_{name}_": _foreach_in_place(name) for name in ("add", "sub", "mul", "div")},
 }
