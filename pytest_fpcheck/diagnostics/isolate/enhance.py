@@ -40,13 +40,8 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ...adapters.torch import dtype_format
-from ...tracking.core.interpose import (
-    _PACKAGE_DIR,
-    _SKIPPED_MODULE_PREFIXES,
-    _SKIPPED_PREFIXES,
-    Interposer,
-    OpCall,
-)
+from ...tracking.core.frames import _PACKAGE_DIR, _SKIPPED_MODULE_PREFIXES, _SKIPPED_PREFIXES
+from ...tracking.core.interpose import Interposer, OpCall
 from .sites import Site
 
 __all__ = ["ENHANCE", "EXACT", "OPAQUE", "SITE", "Enhancer", "SiteTable"]

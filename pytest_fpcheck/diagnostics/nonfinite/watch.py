@@ -30,6 +30,11 @@ Inputs are the floating tensors an operation reads: ``self`` of an overwriting i
 (``fill_``, ``copy_``, ...) and ``out=`` arguments are not inputs; the ``self`` of any other
 in-place operation is examined before the operation overwrites it.
 
+A graph compiled by ``torch.compile`` runs without the watch (its fused kernels are not ATen
+operations; :mod:`pytest_fpcheck.tracking.core.compiled`): the watch examines what it produced
+at the boundary, as one operation named ``torch.compile(fn)`` at the user's line, by the same
+rules (its outputs against its floating inputs).
+
 Checks run with Python dispatch disabled and take the cheap path first: one
 ``aminmax(|out|)`` per output (per piece of 32767 elements on the CPU, which keeps the scan on
 the calling thread), with a test on the bits for subnormals only when the output holds zeros;
@@ -49,6 +54,7 @@ import torch
 
 from ...adapters.torch import internal
 from ...errors import InvalidArgument
+from ...tracking.core.compiled import CompiledRegion
 from ...tracking.core.interpose import Interposer, OpCall
 from ...tracking.triton import scope as triton_scope
 from .events import KINDS, Event, EventKey, flow_text, report_text
@@ -321,9 +327,23 @@ class Watch(Interposer):
             self._classify(call, inputs, outputs, before, div0)
         return result
 
+    def compiled_region(self, region: CompiledRegion) -> None:
+        """A compiled graph ran without the watch: its floating outputs (and the inputs it
+        overwrote) are examined at the boundary, against its floating inputs (module
+        docstring)."""
+        written = {id(t) for t in region.written}
+        outputs = region.outputs + region.written
+        if not outputs:
+            return
+        self.operations += 1
+        inputs = [t for t in region.inputs if id(t) not in written]
+        call = _RegionCall(region)
+        with internal(), torch.no_grad():
+            self._classify(call, inputs, outputs, None, 0)
+
     def _classify(
         self,
-        call: OpCall,
+        call: OpCall | _RegionCall,
         inputs: list[torch.Tensor],
         outputs: list[torch.Tensor],
         before: _InputState | None,
@@ -367,7 +387,9 @@ class Watch(Interposer):
         keys = (_storage_key(t) for t in inputs)
         return frozenset().union(*(self._carried.get(k, frozenset()) for k in keys if k))
 
-    def _record(self, call: OpCall, dtype: torch.dtype, kind: str, count: int) -> Event:
+    def _record(
+        self, call: OpCall | _RegionCall, dtype: torch.dtype, kind: str, count: int
+    ) -> Event:
         dtype_name = str(dtype).removeprefix("torch.")
         return self._record_at(
             (call.packet, call.module_path, call.source, dtype_name, kind), count
@@ -418,6 +440,15 @@ class Watch(Interposer):
             event = self._record_at((op, "", source, dtype, kind), count)
             if kind == "div0" or (finite and (kind != "subnormal" or not subnormal)):
                 event.appeared = True
+
+
+class _RegionCall:
+    """A compiled region as :meth:`Watch._classify` reads an operation: its name and site."""
+
+    def __init__(self, region: CompiledRegion) -> None:
+        self.packet = region.name
+        self.module_path = ""
+        self.source = region.source
 
 
 def watch_nonfinite(*, kinds: Iterable[str] = KINDS) -> Watch:

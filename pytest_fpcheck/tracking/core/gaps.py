@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = [
+    "COMPILED_REGION",
     "INTERNAL_FAILURE",
     "NO_RULE",
     "Gap",
@@ -38,12 +39,15 @@ __all__ = [
 NO_RULE = "no rule"
 #: the tracker's own code raised while bounding an operation (a bug of this package)
 INTERNAL_FAILURE = "internal failure"
+#: a graph compiled by ``torch.compile`` ran without the tracker (:mod:`.compiled`)
+COMPILED_REGION = "torch.compile region"
 
 
 @dataclass
 class Gap:
-    """One operation tracking could not bound: ``op`` (the overload, ``aten.pow.Scalar``),
-    ``reason`` (:data:`NO_RULE` or :data:`INTERNAL_FAILURE`), how many times (``count``), the
+    """One operation tracking could not bound: ``op`` (the overload, ``aten.pow.Scalar``, or
+    the compiled function, ``torch.compile(forward)``), ``reason`` (:data:`NO_RULE`,
+    :data:`INTERNAL_FAILURE` or :data:`COMPILED_REGION`), how many times (``count``), the
     first call's ``site`` (``aten.pow at model.py:12 in Rotary``) and user ``source`` line
     (``(file, line)`` or None), the ``message`` (the error tracking raised or would raise) and,
     for an internal failure, its ``traceback``."""
@@ -62,7 +66,10 @@ class Gap:
 
     def note(self) -> str:
         """The note that the bounds of what the operation produced carry (shown in verdicts)."""
-        what = "has no interval rule" if self.reason == NO_RULE else "could not be bounded"
+        what = {
+            NO_RULE: "has no interval rule",
+            COMPILED_REGION: "ran as compiled code, which tracking does not see",
+        }.get(self.reason, "could not be bounded")
         return (
             f"{self.site}: {self.op} {what}; its floating results have no bounds (the whole "
             "line), so a verdict on them or on what is computed from them is inconclusive"

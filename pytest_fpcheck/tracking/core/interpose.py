@@ -10,14 +10,28 @@ the module-path hooks below are registered for the duration of the outermost blo
 (``aten.add``), arguments, and, computed on demand, the user's source line (the innermost frame
 outside torch, this package and the standard library) and the ``nn.Module`` path it ran in
 (``MLP.layers.3``).
+
+The promise (issue 17) holds for code the modes cannot follow, which they step aside from:
+
+* **compiled code**: the modes declare ``ignore_compile_internals()``, so ``torch.compile``
+  (``fullgraph=True`` included) compiles inside a block as outside it, and a compiled graph runs
+  with the package's modes popped; what it produced reaches :meth:`Interposer.compiled_region`
+  (:mod:`.compiled`);
+* **the JIT tracer** (``torch.jit.trace`` runs the program once to record it; under a dispatch
+  mode it records a broken graph or fails, pytorch/pytorch#130726): the modes are popped while
+  it records (:mod:`.compiled`); what it records is a program, not values the test sees;
+* **the TorchScript interpreter** hands a constant scalar of a graph (a *wrapped number*: a
+  0-d CPU tensor standing for a Python number) to Python dispatch as that Python number, which
+  the operation's schema then refuses (pytorch/pytorch#124731, #130726). Such an argument is
+  rebuilt as the 0-d tensor it was (float64, int64, bool or complex128, as ATen wraps numbers;
+  only where no tensor stands beside it, the one case the schema refuses), and the operation
+  is handled as any other.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import sys
-import sysconfig
 import threading
 import weakref
 from collections.abc import Callable
@@ -28,47 +42,10 @@ from typing import Any, ClassVar
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import compiled as _compiled
+from .frames import describe_location, user_frame
+
 __all__ = ["Interposer", "OpCall", "current_module_path", "describe_location", "user_frame"]
-
-#: the package root (pytest_fpcheck/): frames in it are never the user's
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_SKIPPED_PREFIXES = tuple(
-    p
-    for p in {
-        _PACKAGE_DIR,
-        os.path.dirname(os.path.abspath(torch.__file__)),
-        sysconfig.get_paths()["stdlib"],
-    }
-    if p
-)
-_SKIPPED_MODULE_PREFIXES = ("triton", "_pytest", "pluggy", "numpy")
-
-
-def describe_location(source: tuple[str, int] | None, module_path: str) -> str:
-    """``model.py:12 in MLP.layers.0``: the file's name and line, then the module path, as far
-    as each is known ('' when neither is)."""
-    parts = []
-    if source is not None:
-        parts.append(f"{os.path.basename(source[0])}:{source[1]}")
-    if module_path:
-        parts.append(f"in {module_path}")
-    return " ".join(parts)
-
-
-def user_frame() -> tuple[str, int] | None:
-    """(file, line) of the innermost frame that belongs to the user's code."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        module = frame.f_globals.get("__name__", "")
-        if (
-            not filename.startswith(_SKIPPED_PREFIXES)
-            and not filename.startswith("<")
-            and not module.startswith(_SKIPPED_MODULE_PREFIXES)
-        ):
-            return filename, frame.f_lineno
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
 
 
 class _ModulePaths(threading.local):
@@ -105,6 +82,7 @@ def current_module_path() -> str:
 
 def _acquire_hooks() -> None:
     global _HOOK_USERS
+    _compiled.attach()
     with _HOOKS_LOCK:
         _HOOK_USERS += 1
         if _HOOK_USERS == 1:
@@ -117,6 +95,7 @@ def _acquire_hooks() -> None:
 
 def _release_hooks() -> None:
     global _HOOK_USERS
+    _compiled.detach()
     with _HOOKS_LOCK:
         _HOOK_USERS -= 1
         if _HOOK_USERS == 0:
@@ -178,6 +157,8 @@ class Interposer(TorchDispatchMode):
     #: set on a thread while an interposer of the same class handles an op, so that an outer
     #: instance of that class lets the op pass (the innermost one alone decides).
     _active: ClassVar[threading.local]
+    #: what :mod:`.compiled` pops while a compiled graph runs
+    _fpcheck_interposer: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -186,6 +167,18 @@ class Interposer(TorchDispatchMode):
     def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
         """Run the operation (``run()``) and return its result; the base class only runs it."""
         return run()
+
+    def before_compiled_region(self, region: _compiled.CompiledRegion) -> None:
+        """A compiled graph is about to run without the modes (may raise to refuse it)."""
+
+    def compiled_region(self, region: _compiled.CompiledRegion) -> None:
+        """A compiled graph ran without the modes; ``region`` says what it produced."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Dynamo compiles with the modes popped, and compiled graphs run without them
+        (:mod:`.compiled`): ``torch.compile`` behaves inside a block as outside it."""
+        return True
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -202,6 +195,7 @@ class Interposer(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         if "torch._dynamo" in sys.modules:
+            _compiled.ensure_attached()
             return _dispatch_without_dynamo()(self, func, types, args, kwargs)
         return self._interpose(func, types, args, kwargs)
 
@@ -216,6 +210,8 @@ class Interposer(TorchDispatchMode):
         active = type(self)._active
         if getattr(active, "depth", 0):
             return func(*args, **kwargs)
+        if _numbers_for_tensors(func, args, kwargs):
+            args, kwargs = _rewrapped(func, args, kwargs)
         active.depth = 1
         try:
             return self.handle(OpCall(func, args, kwargs), lambda: func(*args, **kwargs))
@@ -236,6 +232,64 @@ class Interposer(TorchDispatchMode):
             super().__exit__(*exc)
         finally:
             _release_hooks()
+
+
+def _tensor_slots(func: torch._ops.OpOverload) -> dict[str, tuple[int, bool]]:
+    """name -> (position, keyword-only) of the arguments the schema types ``Tensor``."""
+    slots = _SLOTS.get(func)
+    if slots is None:
+        slots = _SLOTS[func] = {
+            a.name: (i, a.kwarg_only)
+            for i, a in enumerate(func._schema.arguments)
+            if isinstance(a.type, torch.TensorType)
+        }
+    return slots
+
+
+_SLOTS: dict[torch._ops.OpOverload, dict[str, tuple[int, bool]]] = {}
+_NUMBERS = (bool, int, float, complex)
+
+
+def _numbers_for_tensors(
+    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bool:
+    """Whether the operation has no tensor argument and a Python number stands where the
+    schema wants a Tensor: a wrapped number the TorchScript interpreter handed over unwrapped,
+    which the schema refuses when no tensor stands beside it (``mul.Tensor(x, 2)`` is
+    accepted, ``_local_scalar_dense(2)`` is not). Free for the usual calls: a tensor argument
+    decides at once."""
+    if any(isinstance(a, torch.Tensor) for a in args):
+        return False
+    if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+        return False
+    for name, (position, kwarg_only) in _tensor_slots(func).items():
+        value = kwargs.get(name) if kwarg_only or position >= len(args) else args[position]
+        if isinstance(value, _NUMBERS):
+            return True
+    return False
+
+
+def _rewrapped(
+    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments with each number in a Tensor slot rebuilt as the 0-d tensor ATen wraps
+    it in (float64, int64, bool, complex128). With no other tensor beside them, such 0-d
+    tensors promote as the wrapped numbers do."""
+    slots = _tensor_slots(func)
+    positions = {p for p, kwarg_only in slots.values() if not kwarg_only}
+
+    def rebuilt(value: Any) -> Any:
+        if not isinstance(value, _NUMBERS):
+            return value
+        dtype = {bool: torch.bool, int: torch.int64, float: torch.float64}.get(
+            type(value), torch.complex128
+        )
+        return torch.scalar_tensor(value, dtype=dtype)
+
+    with torch._C._DisableTorchDispatch():
+        new_args = tuple(rebuilt(a) if i in positions else a for i, a in enumerate(args))
+        new_kwargs = {k: rebuilt(v) if k in slots else v for k, v in kwargs.items()}
+    return new_args, new_kwargs
 
 
 @functools.cache

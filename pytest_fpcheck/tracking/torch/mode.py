@@ -36,6 +36,7 @@ from ...interval.core import Interval
 from ...interval.kernels import summary
 from ...interval.registry import lookup
 from ..core import gaps as _gaps
+from ..core.compiled import CompiledRegion
 from ..core.interpose import Interposer, OpCall
 from ..core.policy import SumBound
 from ..core.store import STORE, Record
@@ -234,22 +235,70 @@ class Tracker(Interposer):
         """Record an operation tracking could not bound: the whole line for its floating
         results, with a note; counted in :attr:`gaps`."""
         unsupported = isinstance(error, UnsupportedOperation)
-        reason = _gaps.NO_RULE if unsupported else _gaps.INTERNAL_FAILURE
-        key = (call.name, reason)
-        gap = self.gaps.get(key)
+        gap = self._count_gap(
+            call.name,
+            _gaps.NO_RULE if unsupported else _gaps.INTERNAL_FAILURE,
+            call.site,
+            call.source,
+            lambda: str(error) if unsupported else f"{type(error).__name__}: {error}",
+            lambda: "" if unsupported else "".join(traceback.format_exception(error)),
+        )
+        in_place = call.func._schema.is_mutable
+        self._unbounded(gap, tensors(out) or written_arguments(call), in_place=in_place)
+
+    def before_compiled_region(self, region: CompiledRegion) -> None:
+        """Under ``strict``, a compiled graph is refused before it runs: tracking cannot see
+        inside it."""
+        if self.strict:
+            raise UnsupportedOperation(
+                region.name,
+                where=region.site.partition(" at ")[2] or None,
+                how="a torch.compile'd graph runs without tracking; run the function "
+                "uncompiled inside fp.track(strict=True) (e.g. under "
+                'torch.compiler.set_stance("force_eager"))',
+            )
+
+    def compiled_region(self, region: CompiledRegion) -> None:
+        """A compiled graph ran untracked: what it produced and overwrote has no bounds, a gap
+        (``"torch.compile region"``) counted per compiled function."""
+        gap = self._count_gap(
+            region.name,
+            _gaps.COMPILED_REGION,
+            region.site,
+            region.source,
+            lambda: f"{region.name} ran as compiled code; tracking does not see inside it",
+            str,
+        )
+        self._unbounded(gap, region.outputs, in_place=False)
+        self._unbounded(gap, region.written, in_place=True)
+
+    def _count_gap(
+        self,
+        op: str,
+        reason: str,
+        site: str,
+        source: tuple[str, int] | None,
+        message: Callable[[], str],
+        trace: Callable[[], str],
+    ) -> _gaps.Gap:
+        gap = self.gaps.get((op, reason))
         if gap is None:
-            gap = self.gaps[key] = _gaps.Gap(
-                op=call.name,
+            gap = self.gaps[(op, reason)] = _gaps.Gap(
+                op=op,
                 reason=reason,
                 count=0,
-                site=call.site,
-                source=call.source,
-                message=str(error) if unsupported else f"{type(error).__name__}: {error}",
-                traceback="" if unsupported else "".join(traceback.format_exception(error)),
+                site=site,
+                source=source,
+                message=message(),
+                traceback=trace(),
             )
         gap.count += 1
-        provenance = Provenance().merge(site=call.site, widening=np.inf)
-        for tensor in tensors(out) or written_arguments(call):
+        return gap
+
+    def _unbounded(self, gap: _gaps.Gap, written: list[torch.Tensor], *, in_place: bool) -> None:
+        """The whole line, with the gap's note, for the floating tensors in ``written``."""
+        provenance = Provenance().merge(site=gap.site, widening=np.inf)
+        for tensor in written:
             if dtype_format(tensor.dtype) is None:
                 continue  # integers and booleans: the values the program observed
             shape = tuple(tensor.shape)
@@ -260,7 +309,7 @@ class Tracker(Interposer):
                     provenance=provenance,
                     mode=self.mode,
                     notes=(gap.note(),),
-                    in_place=call.func._schema.is_mutable,
+                    in_place=in_place,
                     owned=True,
                 )
             except Exception:  # a tensor the store cannot hold bounds for: no stale ones
