@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .memo import Memo
+
 __all__ = ["ACCUMULATIONS", "KAPPA", "accumulation_sigma", "kernel_sigma"]
 
 #: the average variance of one stochastic rounding of ``s``, in units of ``u**2 s**2``
@@ -87,26 +89,39 @@ def _sum_sigma(
     return _pairwise_variance(u, count, total, squares).sqrt()
 
 
-def _row_squares(a: torch.Tensor) -> torch.Tensor:
-    """The squared norms of the rows (one pass, in float32 or float64)."""
+def _squares(a: torch.Tensor) -> torch.Tensor:
     dtype = torch.float64 if a.dtype == torch.float64 else torch.float32
     norms: torch.Tensor = torch.linalg.vector_norm(a, dim=-1, dtype=dtype)
     return norms.square()
 
 
+def _row_squares(a: torch.Tensor, memo: Memo) -> torch.Tensor:
+    """The squared norms of the rows (one pass, in float32 or float64); once per call for a
+    parameter (:class:`~pytest_fpcheck.stochastic.memo.Memo`)."""
+    return memo.get("row squares", a, _squares)
+
+
 def _product_sigma(
-    a: torch.Tensor, b: torch.Tensor, total: torch.Tensor, u: float, scale: float = 1.0
+    a: torch.Tensor,
+    b: torch.Tensor,
+    total: torch.Tensor,
+    u: float,
+    memo: Memo,
+    scale: float = 1.0,
 ) -> torch.Tensor:
-    """``a @ b`` (matrices, batches of them, or a matrix and a vector)."""
+    """``a @ b`` (matrices, batches of them, or a matrix and a vector): the sequential model
+    with ``Q_ij = |a_i|**2 |b_j|**2 / K``, in four operations on the result's shape."""
     k = a.shape[-1]
-    rows = _row_squares(a)
+    base = KAPPA * u * u * k
+    cross = base * scale * scale / (6 * k)
+    rows = _row_squares(a, memo).to(total.dtype)
+    variance = total.square().mul_(base / 3)
     if b.dim() == 1:
-        columns = _row_squares(b)
-        squares = rows * columns / k
+        variance.add_(rows, alpha=cross * float(_row_squares(b, memo)))
     else:
-        columns = _row_squares(b.transpose(-1, -2))
-        squares = rows.unsqueeze(-1) * columns.unsqueeze(-2) / k
-    return _variance(u, k, total, squares.to(total.dtype) * (scale * scale)).sqrt()
+        columns = _row_squares(b.transpose(-1, -2), memo).to(total.dtype)
+        variance.addcmul_(rows.unsqueeze(-1), columns.unsqueeze(-2), value=cross)
+    return variance.sqrt_()
 
 
 def _alpha(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
@@ -114,7 +129,7 @@ def _alpha(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
 
 
 def _convolution_sigma(
-    args: tuple[Any, ...], kwargs: dict[str, Any], total: torch.Tensor, u: float
+    args: tuple[Any, ...], kwargs: dict[str, Any], total: torch.Tensor, u: float, memo: Memo
 ) -> torch.Tensor:
     x, weight = args[0], args[1]
     groups = int(args[8]) if len(args) > 8 else int(kwargs.get("groups", 1))
@@ -128,26 +143,32 @@ def _convolution_sigma(
     return _variance(u, k, total, squares).sqrt()
 
 
-Sigma = Callable[[tuple[Any, ...], dict[str, Any], torch.Tensor, float], torch.Tensor]
+Sigma = Callable[[tuple[Any, ...], dict[str, Any], torch.Tensor, float, Memo], torch.Tensor]
 
 #: packet name -> standard deviation of the accumulation's rounding, from the (wide) arguments,
-#: the (wide) result and the accumulator's unit round-off
+#: the (wide) result, the accumulator's unit round-off and the call's memo
 ACCUMULATIONS: dict[str, Sigma] = {
-    "aten.sum": lambda args, kwargs, total, u: _sum_sigma(args, kwargs, total, u, mean=False),
-    "aten.mean": lambda args, kwargs, total, u: _sum_sigma(args, kwargs, total, u, mean=True),
-    "aten.mm": lambda args, kwargs, total, u: _product_sigma(args[0], args[1], total, u),
-    "aten.bmm": lambda args, kwargs, total, u: _product_sigma(args[0], args[1], total, u),
-    "aten.mv": lambda args, kwargs, total, u: _product_sigma(args[0], args[1], total, u),
-    "aten.addmm": lambda args, kwargs, total, u: _product_sigma(
-        args[1], args[2], total, u, _alpha(args, kwargs)
+    "aten.sum": lambda args, kwargs, total, u, memo: _sum_sigma(args, kwargs, total, u, mean=False),
+    "aten.mean": lambda args, kwargs, total, u, memo: _sum_sigma(args, kwargs, total, u, mean=True),
+    "aten.mm": lambda args, kwargs, total, u, memo: _product_sigma(
+        args[0], args[1], total, u, memo
     ),
-    "aten.baddbmm": lambda args, kwargs, total, u: _product_sigma(
-        args[1], args[2], total, u, _alpha(args, kwargs)
+    "aten.bmm": lambda args, kwargs, total, u, memo: _product_sigma(
+        args[0], args[1], total, u, memo
     ),
-    "aten.addmv": lambda args, kwargs, total, u: _product_sigma(
-        args[1], args[2], total, u, _alpha(args, kwargs)
+    "aten.mv": lambda args, kwargs, total, u, memo: _product_sigma(
+        args[0], args[1], total, u, memo
     ),
-    "aten.dot": lambda args, kwargs, total, u: _variance(
+    "aten.addmm": lambda args, kwargs, total, u, memo: _product_sigma(
+        args[1], args[2], total, u, memo, _alpha(args, kwargs)
+    ),
+    "aten.baddbmm": lambda args, kwargs, total, u, memo: _product_sigma(
+        args[1], args[2], total, u, memo, _alpha(args, kwargs)
+    ),
+    "aten.addmv": lambda args, kwargs, total, u, memo: _product_sigma(
+        args[1], args[2], total, u, memo, _alpha(args, kwargs)
+    ),
+    "aten.dot": lambda args, kwargs, total, u, memo: _variance(
         u,
         args[0].numel(),
         total,
@@ -158,14 +179,19 @@ ACCUMULATIONS: dict[str, Sigma] = {
 
 
 def accumulation_sigma(
-    packet: str, args: tuple[Any, ...], kwargs: dict[str, Any], total: torch.Tensor, u: float
+    packet: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    total: torch.Tensor,
+    u: float,
+    memo: Memo,
 ) -> torch.Tensor | None:
     """The standard deviation of ``packet``'s accumulation rounding per element of ``total``,
     or None when ``packet`` is no accumulation."""
     rule = ACCUMULATIONS.get(packet)
     if rule is None:
         return None
-    sigma: torch.Tensor = rule(args, kwargs, total, u)
+    sigma: torch.Tensor = rule(args, kwargs, total, u, memo)
     return sigma.to(total.dtype)
 
 

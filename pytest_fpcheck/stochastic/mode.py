@@ -59,6 +59,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from ..formats import FORMATS, Format
 from ..tracking.triton.scope import close_block, open_block
 from .accumulation import accumulation_sigma, kernel_sigma
+from .memo import Memo
 from .rounding import (
     SampleRandom,
     add_noise,
@@ -215,6 +216,14 @@ def _widen(value: Any) -> Any:
     return value
 
 
+def _to_float32(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float32)
+
+
+def _to_float64(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float64)
+
+
 def _widen_float32(value: Any) -> Any:
     """float32 tensors (and dtypes) to float64."""
     if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
@@ -260,7 +269,7 @@ def _leaves(values: tuple[Any, ...] | list[Any]) -> list[Any]:
 
 def _map(function: Callable[[Any], Any], value: Any) -> Any:
     if isinstance(value, (list, tuple)):
-        return type(value)(_map(function, item) for item in value)
+        return type(value)([_map(function, item) for item in value])
     return function(value)
 
 
@@ -292,11 +301,14 @@ def _signature(flat: list[Any]) -> tuple[Any, ...]:
 class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Runs the operations of its block with random rounding, drawing from ``draw``.
     ``ops`` counts the results it rounded; ``overflowed`` names the first operation that made a
-    non-finite value from finite operands (None if none did)."""
+    non-finite value from finite operands (None if none did). ``memo``: what the samples of one
+    call share (the wide copies of the parameters, their norms), by default this run's own."""
 
-    def __init__(self, draw: SampleRandom) -> None:
+    def __init__(self, draw: SampleRandom, memo: Memo | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.draw = draw
+        #: functions of the parameters, shared with the call's other samples
+        self.memo = Memo() if memo is None else memo
         self.ops = 0
         self.overflowed: str | None = None
         self._suspect = False
@@ -384,7 +396,8 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             # the wider run first: it works on copies, the plain run may modify the operands
             wide, wide_args, wide_kwargs = None, args, kwargs
             if functional not in _OWN_FORMAT and any(v.dtype == torch.float32 for v in floating):
-                wide_args, wide_kwargs = _map_arguments(_widen_float32, args, kwargs)
+                widen = _widen_float32 if mutable else self._widened_float32
+                wide_args, wide_kwargs = _map_arguments(widen, args, kwargs)
                 try:
                     wide = func(*wide_args, **wide_kwargs)
                 except RuntimeError:  # a kernel without float64: its own result, perturbed
@@ -399,7 +412,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             out = func(*args, **kwargs)
             return self._round_outputs(out, wide, functional, wide_args, wide_kwargs, True)
         targets = self._target_dtypes(func, flat, args, kwargs)
-        wide_args, wide_kwargs = _map_arguments(_widen, args, kwargs)
+        wide_args, wide_kwargs = _map_arguments(self._widened, args, kwargs)
         try:
             wide = func(*wide_args, **wide_kwargs)
         except RuntimeError:
@@ -415,6 +428,18 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 for leaf, target in zip(leaves, targets, strict=True)
             ]
         )
+
+    def _widened(self, value: Any) -> Any:
+        """:func:`_widen`, a parameter's copy made once per call (not to be modified)."""
+        if isinstance(value, torch.Tensor) and value.dtype in _NARROW:
+            return self.memo.get("widened", value, _to_float32)
+        return _widen(value)
+
+    def _widened_float32(self, value: Any) -> Any:
+        """:func:`_widen_float32`, a parameter's copy made once per call (not to be modified)."""
+        if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
+            return self.memo.get("widened", value, _to_float64)
+        return _widen_float32(value)
 
     def _target_dtypes(
         self,
@@ -447,7 +472,9 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             return wide.to(target) if wide.dtype != target else wide
         self.ops += 1
         accumulator = _FLOAT64 if target == torch.float64 else _FLOAT32
-        sigma = accumulation_sigma(functional, args, kwargs, wide, accumulator.unit_roundoff)
+        sigma = accumulation_sigma(
+            functional, args, kwargs, wide, accumulator.unit_roundoff, self.memo
+        )
         if wide.dtype != target and _narrower(target, wide.dtype):
             value = wide if sigma is None else add_noise(wide, sigma, self.draw)
             return self._onto(value, target, fmt)
@@ -537,11 +564,3 @@ def _all_finite(value: Any) -> bool:
 
 def _accumulate(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return bool(args[3] if len(args) > 3 else kwargs.get("accumulate", False))
-
-
-def run_stochastically(
-    fn: Callable[..., Any], draw: SampleRandom, *args: Any, **kwargs: Any
-) -> Any:
-    """``fn(*args, **kwargs)`` inside a :class:`StochasticMode` drawing from ``draw``."""
-    with StochasticMode(draw):
-        return fn(*args, **kwargs)

@@ -40,13 +40,16 @@ import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import InvalidArgument
 from ..formats import FORMATS, ulp
 from ..interval.bounds import Bounds, Estimate
+
+if TYPE_CHECKING:
+    from .memo import Memo
 
 __all__ = ["sample", "stochastic_bounds"]
 
@@ -70,9 +73,15 @@ class Sample:
 
 
 def sample(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], seed: int, index: int
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    seed: int,
+    index: int,
+    memo: Memo | None = None,
 ) -> Sample:
-    """Run ``fn(*args, **kwargs)`` once with random rounding: sample ``index`` of ``seed``."""
+    """Run ``fn(*args, **kwargs)`` once with random rounding: sample ``index`` of ``seed``.
+    ``memo``: what the samples of one call share in this process (None: nothing)."""
     import torch
     from torch.utils._python_dispatch import _disable_current_modes
     from torch.utils._pytree import tree_flatten, treespec_dumps
@@ -80,7 +89,7 @@ def sample(
     from .mode import StochasticMode
     from .rounding import Pools, SampleRandom
 
-    mode = StochasticMode(SampleRandom(Pools.of(seed), seed, index))
+    mode = StochasticMode(SampleRandom(Pools.shared(), seed, index), memo)
     # the dispatch modes active outside (tracking under ``pytest --fpcheck``, a non-finite
     # watch) do not see the randomly rounded runs
     with _disable_current_modes():
@@ -151,7 +160,15 @@ def stochastic_bounds(
     samples, confidence = int(samples), float(confidence)
     seed = secrets.randbits(63) if seed is None else int(seed)
     if executor is None:
-        runs = [sample(fn, args, kwargs, seed, index) for index in range(samples)]
+        from ..tracking.triton.scope import attach, detach
+        from .memo import Memo
+
+        memo = Memo()  # the parameters' copies and norms, once for all samples
+        attach()  # the Triton instrumentation once for all samples, not once per sample
+        try:
+            runs = [sample(fn, args, kwargs, seed, index, memo) for index in range(samples)]
+        finally:
+            detach()
     else:
         futures = [
             executor.submit(sample, fn, args, kwargs, seed, index) for index in range(samples)

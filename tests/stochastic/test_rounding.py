@@ -30,7 +30,7 @@ CASES = [
 
 
 def _draw(seed: int = 7, index: int = 0) -> SampleRandom:
-    return SampleRandom(Pools.of(seed), seed, index)
+    return SampleRandom(Pools.shared(), seed, index)
 
 
 def _values(source: torch.dtype, target: torch.dtype) -> np.ndarray:
@@ -109,10 +109,11 @@ def test_the_perturbation_keeps_zeros_and_non_finite_values() -> None:
     assert moved[:, 3].isnan().all()
 
 
-def test_pools_and_offsets_depend_on_the_seed_and_the_sample_only() -> None:
+def test_the_pools_are_generated_once_and_offsets_depend_on_the_seed_and_the_sample() -> None:
     like = torch.empty(1000)
+    assert _draw(11, 3).pools is _draw(12, 0).pools
     first = _draw(11, 3).take("uniform", like).clone()
-    Pools._cache.clear()
+    Pools._shared = None  # generated again: the same numbers
     assert torch.equal(_draw(11, 3).take("uniform", like), first)
     assert not torch.equal(_draw(11, 4).take("uniform", like), first)
     assert not torch.equal(_draw(12, 3).take("uniform", like), first)
@@ -129,8 +130,8 @@ def test_a_pool_grows_for_a_tensor_larger_than_it() -> None:
 
 def test_what_a_sample_reads_does_not_depend_on_what_ran_before_it() -> None:
     small = torch.empty(1000)
-    Pools._cache.clear()
+    Pools._shared = None
     fresh = _draw(3, 0).take("normal", small).clone()
-    Pools._cache.clear()
+    Pools._shared = None
     _draw(3, 7).take("normal", torch.empty(3 << 20))  # grows the pool first
     assert torch.equal(_draw(3, 0).take("normal", small), fresh)
