@@ -14,8 +14,9 @@ kernel, the tracker bounds it with its decomposition:
    that draws random numbers (its decomposition would move the random stream), never takes
    this road. A few decompositions are written here in operations that have rules
    (``var_mean``; ``native_batch_norm`` in training mode, which leaves the running statistics
-   to the kernel; ``cdist``; ``convolution_backward`` in convolutions; the CPU flash-attention
-   backward through the math path; average pooling without padding); the rest are
+   to the kernel; ``cdist`` and its backward; ``convolution_backward`` in convolutions,
+   transposed ones too; the CPU flash-attention
+   backward through the math path; average pooling); the rest are
    torch._decomp's. Any operand's version changing during the
    evaluation is an internal error. Float16 and bfloat16 operands are first widened to
    float32; if the kernel's value misses that (tighter) enclosure, the decomposition is run
@@ -32,6 +33,7 @@ kernel, the tracker bounds it with its decomposition:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -89,10 +91,45 @@ def _batch_norm_training(
 
 
 def _cdist(x1: torch.Tensor, x2: torch.Tensor, p: float, compute_mode: Any = None) -> torch.Tensor:
-    """``_cdist_forward`` for p = 2: the square root of the sum of squared differences."""
-    if p != 2:
-        raise UnsupportedOperation("aten._cdist_forward", how=f"cdist with p={p} has no rule yet")
-    return ((x1.unsqueeze(-2) - x2.unsqueeze(-3)) ** 2).sum(-1).sqrt()
+    """``_cdist_forward``: the p-norm of each difference of rows, as ATen's CPU kernel forms
+    it: the count of non-zero differences (p = 0), the sum of their magnitudes (p = 1), the
+    square root of the sum of their squares (p = 2), their largest magnitude (p = inf), else
+    the sum of their magnitudes to the power p, to the power 1 / p."""
+    diff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).abs()
+    if p == 0:
+        return (diff != 0).to(diff.dtype).sum(-1)
+    if p == 1:
+        return diff.sum(-1)
+    if p == 2:
+        return (diff * diff).sum(-1).sqrt()
+    if p == math.inf:
+        return diff.amax(-1)
+    return (diff**p).sum(-1) ** (1.0 / p)
+
+
+def _cdist_backward(
+    grad: torch.Tensor, x1: torch.Tensor, x2: torch.Tensor, p: float, dist: torch.Tensor
+) -> torch.Tensor:
+    """``_cdist_backward``: the gradient of each row of ``x1``, the sum over the rows of
+    ``x2`` of grad * sign(d) |d|^(p - 1) / dist^(p - 1) for the difference d (p = 1: grad
+    sign(d); p = inf: grad sign(d) where |d| is the distance), 0 where the distance (or, for
+    p < 1, the difference) is 0, as ATen's kernel takes it."""
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    g, distance = grad.unsqueeze(-1), dist.unsqueeze(-1)
+    zero = torch.zeros((), dtype=diff.dtype)
+    if p == 0:
+        return torch.zeros_like(x1)
+    if p == 1:
+        terms = g * diff.sign()
+    elif p == math.inf:
+        terms = torch.where(diff.abs() == distance, g * diff.sign(), zero)
+    else:
+        ratio = diff.abs() / distance
+        terms = g * diff.sign() * (ratio ** (p - 1) if p != 2 else ratio)
+        terms = torch.where(distance == 0, zero, terms)
+        if p < 1:
+            terms = torch.where(diff == 0, zero, terms)
+    return terms.sum(-2)
 
 
 def _convolution_backward(
@@ -108,21 +145,23 @@ def _convolution_backward(
     groups: int,
     output_mask: list[bool],
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """``convolution_backward`` of a (not transposed) convolution, in convolutions: the input's
-    gradient is the transposed convolution of the output's gradient with the weight; the
-    weight's, per group, the convolution of the input (batch as channels) with the output's
-    gradient as the kernel, stride and dilation swapped, cropped to the kernel's size; the
-    bias's, the sum of the output's gradient over all but the channels."""
-    if transposed:
-        raise UnsupportedOperation(
-            "aten.convolution_backward",
-            how="the backward of a transposed convolution has no rule yet",
-        )
+    """``convolution_backward`` in convolutions. Of a convolution: the input's gradient is
+    the transposed convolution of the output's gradient with the weight; the weight's, per
+    group, the convolution of the input (batch as channels) with the output's gradient as the
+    kernel, stride and dilation swapped, cropped to the kernel's size; the bias's, the sum of
+    the output's gradient over all but the channels. A transposed convolution is the adjoint
+    of the convolution with its weight: its input's gradient is that convolution of the
+    output's gradient, its weight's the same formula with the output's gradient as the input
+    and the input as the output's gradient."""
     aten = torch.ops.aten
     spatial = list(range(2, x.dim()))
     kernel = weight.shape[2:]
     grad_input = grad_weight = grad_bias = None
-    if output_mask[0]:
+    if output_mask[0] and transposed:
+        grad_input = aten.convolution.default(
+            grad, weight, None, stride, padding, dilation, False, [0] * len(spatial), groups
+        )
+    elif output_mask[0]:
         extra = [
             x.shape[d] - ((grad.shape[d] - 1) * s - 2 * p + dl * (k - 1) + 1)
             for d, s, p, dl, k in zip(spatial, stride, padding, dilation, kernel, strict=True)
@@ -131,8 +170,9 @@ def _convolution_backward(
             grad, weight, None, stride, padding, dilation, True, extra, groups
         )
     if output_mask[1]:
+        inputs, grads = (grad, x) if transposed else (x, grad)
         parts = []
-        for xg, gg in zip(x.chunk(groups, 1), grad.chunk(groups, 1), strict=True):
+        for xg, gg in zip(inputs.chunk(groups, 1), grads.chunk(groups, 1), strict=True):
             full = aten.convolution.default(
                 xg.transpose(0, 1),
                 gg.transpose(0, 1),
@@ -203,11 +243,50 @@ def _attention_backward(
     return grad_q, grad_k, grad_v
 
 
-def _plain_pooling(padding: Any, ceil_mode: bool, divisor: Any, what: str) -> None:
-    if any(padding) or ceil_mode or divisor is not None:
-        raise UnsupportedOperation(
-            what, how="average pooling with padding, ceil_mode or a divisor has no rule yet"
+def _opmath(dtype: torch.dtype) -> torch.dtype:
+    """The format ATen computes a float16 or bfloat16 kernel in: float32 (divisors such as
+    17 * 17 are not bfloat16 numbers)."""
+    return torch.float32 if dtype in _REDUCED else dtype
+
+
+def _pair(value: Any, default: Any = None) -> tuple[int, int]:
+    """A pooling argument as (height, width): one number for both, or two."""
+    items = list(value) if value else list(default)
+    return (int(items[0]), int(items[0])) if len(items) == 1 else (int(items[0]), int(items[1]))
+
+
+def _pool_windows(
+    size: tuple[int, int],
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Any,
+) -> tuple[torch.Tensor, tuple[int, int]]:
+    """ATen's average-pooling geometry (``AvgPoolKernel.cpp``): each window's divisor (the
+    override; or the window clipped to the padded input, with ``count_include_pad``; or to the
+    input itself), as a float64 tensor of the output's spatial shape, and how many zeros the
+    padded input needs past its bottom and right ends for the last (``ceil_mode``) windows."""
+    divisors, extra = [], []
+    for dim in range(2):
+        length, k, s, p = size[dim], kernel[dim], stride[dim], padding[dim]
+        out = (length + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (out - 1) * s >= length + p:
+            out -= 1
+        starts = [o * s - p for o in range(out)]
+        ends = [min(a + k, length + p) for a in starts]
+        padded = [e - a for a, e in zip(starts, ends, strict=True)]
+        inside = [min(e, length) - max(a, 0) for a, e in zip(starts, ends, strict=True)]
+        divisors.append(padded if count_include_pad else inside)
+        extra.append(max(0, (out - 1) * s + k - (length + 2 * p)))
+    if divisor_override:
+        grid = torch.full((len(divisors[0]), len(divisors[1])), float(divisor_override))
+    else:
+        grid = torch.tensor(divisors[0], dtype=torch.float64)[:, None] * torch.tensor(
+            divisors[1], dtype=torch.float64
         )
+    return grid, (extra[0], extra[1])
 
 
 def _avg_pool2d(
@@ -219,11 +298,14 @@ def _avg_pool2d(
     count_include_pad: bool = True,
     divisor_override: Any = None,
 ) -> torch.Tensor:
-    """``avg_pool2d`` without padding: the mean of each window (windows as a view)."""
-    _plain_pooling(padding, ceil_mode, divisor_override, "aten.avg_pool2d")
-    kh, kw = (kernel * 2)[:2] if len(kernel) == 1 else kernel
-    sh, sw = ((stride or kernel) * 2)[:2] if len(stride or kernel) == 1 else (stride or kernel)
-    return x.unfold(-2, kh, sh).unfold(-2, kw, sw).mean((-2, -1))
+    """``avg_pool2d``: the sum of each window of the input padded with zeros (windows as a
+    view), divided by its divisor (:func:`_pool_windows`), as ATen divides it."""
+    k, s, p = _pair(kernel), _pair(stride, kernel), _pair(padding, (0,))
+    size = (x.shape[-2], x.shape[-1])
+    divisors, extra = _pool_windows(size, k, s, p, ceil_mode, count_include_pad, divisor_override)
+    padded = torch.nn.functional.pad(x, (p[1], p[1] + extra[1], p[0], p[0] + extra[0]))
+    sums = padded.unfold(-2, k[0], s[0]).unfold(-2, k[1], s[1]).sum((-2, -1))
+    return (sums / divisors.to(_opmath(sums.dtype))).to(sums.dtype)
 
 
 def _avg_pool2d_backward(
@@ -236,22 +318,29 @@ def _avg_pool2d_backward(
     count_include_pad: bool,
     divisor_override: Any,
 ) -> torch.Tensor:
-    """``avg_pool2d_backward`` without padding: each window's share ``grad / n`` scattered back
-    by a transposed convolution with a kernel of ones, one channel at a time."""
-    _plain_pooling(padding, ceil_mode, divisor_override, "aten.avg_pool2d_backward")
-    kh, kw = (kernel * 2)[:2] if len(kernel) == 1 else kernel
-    strides = list(stride or kernel)
-    strides = strides * 2 if len(strides) == 1 else strides
+    """``avg_pool2d_backward``: each window's share ``grad / divisor`` scattered back by a
+    transposed convolution with a kernel of ones, one channel at a time, over the padded
+    input, whose padding is then cut away."""
+    k, s, p = _pair(kernel), _pair(stride, kernel), _pair(padding, (0,))
+    size = (x.shape[-2], x.shape[-1])
+    divisors, extra = _pool_windows(size, k, s, p, ceil_mode, count_include_pad, divisor_override)
     channels = grad.shape[-3]
     flat = grad.reshape(-1, channels, *grad.shape[-2:])
-    ones = torch.ones(channels, 1, kh, kw, dtype=grad.dtype)
-    extra = [
-        x.shape[d] - ((grad.shape[d] - 1) * s + k)
-        for d, s, k in ((-2, strides[0], kh), (-1, strides[1], kw))
-    ]
-    out: torch.Tensor = torch.ops.aten.convolution.default(
-        flat / (kh * kw), ones, None, strides, [0, 0], [1, 1], True, extra, channels
+    ones = torch.ones(channels, 1, *k, dtype=grad.dtype)
+    padded = [size[d] + 2 * p[d] + extra[d] for d in range(2)]
+    rest = [padded[d] - ((grad.shape[d - 2] - 1) * s[d] + k[d]) for d in range(2)]
+    spread: torch.Tensor = torch.ops.aten.convolution.default(
+        (flat / divisors.to(_opmath(grad.dtype))).to(grad.dtype),
+        ones,
+        None,
+        list(s),
+        [0, 0],
+        [1, 1],
+        True,
+        rest,
+        channels,
     )
+    out = spread[..., p[0] : p[0] + size[0], p[1] : p[1] + size[1]]
     return out.reshape(x.shape)
 
 
@@ -260,6 +349,7 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten.var_mean": _var_mean,
     "aten.native_batch_norm": _batch_norm_training,
     "aten._cdist_forward": _cdist,
+    "aten._cdist_backward": _cdist_backward,
     "aten.convolution_backward": _convolution_backward,
     "aten._scaled_dot_product_flash_attention_for_cpu_backward": _attention_backward,
     "aten.avg_pool2d": _avg_pool2d,
