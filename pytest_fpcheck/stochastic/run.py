@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import pickle
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,6 +137,24 @@ def _check(fn: Any, samples: Any, confidence: Any, seed: Any, executor: Any) -> 
         raise InvalidArgument("executor", executor, _EXECUTOR_EXPECTED)
 
 
+def _check_picklable(**named: Any) -> None:
+    """A process pool pickles what it sends: say which argument cannot be, at once (the pool
+    itself reports it from a feeder thread, naming neither the argument nor a fix)."""
+    for name, value in named.items():
+        try:
+            pickle.dumps(value)
+        except (pickle.PicklingError, AttributeError, TypeError) as error:
+            raise InvalidArgument(
+                name,
+                value,
+                "a value a ProcessPoolExecutor can pickle (a module-level function, an nn.Module, "
+                "tensors)",
+                hint=f"Pickling it failed: {error}. Define the function at module level in an "
+                "importable module, or pass a ThreadPoolExecutor (or a dask client's "
+                "get_executor(), which pickles closures).",
+            ) from None
+
+
 def stochastic_bounds(
     fn: Callable[..., Any],
     *args: Any,
@@ -153,7 +172,9 @@ def stochastic_bounds(
     ``seed``: the same seed gives the same samples; None draws one (recorded in
     ``bounds.estimate.seed`` and in verdicts). ``executor``: runs the samples (default: in this
     process, one after the other); with a process pool, ``fn`` and its arguments must be
-    picklable (a module-level function or an ``nn.Module``, not a lambda). ``fn`` must be
+    picklable (a module-level function or an ``nn.Module``, not a lambda or a local function:
+    ``InvalidArgument`` names the one that is not), and each worker process generates its random
+    pools and widens the parameters again (in-process samples share them). ``fn`` must be
     deterministic apart from rounding and must not modify its arguments.
     """
     _check(fn, samples, confidence, seed, executor)
@@ -170,6 +191,8 @@ def stochastic_bounds(
         finally:
             detach()
     else:
+        if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+            _check_picklable(fn=fn, args=args, kwargs=kwargs)
         futures = [
             executor.submit(sample, fn, args, kwargs, seed, index) for index in range(samples)
         ]

@@ -167,6 +167,34 @@ def test_process_pool_samples_equal_in_process_samples() -> None:
     assert np.array_equal(here.lo, spread.lo)
 
 
+def test_a_process_pool_is_refused_what_it_cannot_pickle() -> None:
+    def local(t: torch.Tensor) -> torch.Tensor:
+        return t * 3
+
+    # refused before anything is submitted: no worker process starts
+    with (
+        concurrent.futures.ProcessPoolExecutor(max_workers=1) as pool,
+        pytest.raises(InvalidArgument) as raised,
+    ):
+        stochastic_bounds(local, torch.ones(4), samples=2, seed=1, executor=pool)
+    assert raised.value.name == "fn"
+    assert str(raised.value).startswith(
+        str(
+            InvalidArgument(
+                "fn",
+                local,
+                "a value a ProcessPoolExecutor can pickle (a module-level function, an "
+                "nn.Module, tensors)",
+            )
+        )
+        + " Pickling it failed: "
+    )
+    assert str(raised.value).endswith(
+        "Define the function at module level in an importable module, or pass a "
+        "ThreadPoolExecutor (or a dask client's get_executor(), which pickles closures)."
+    )
+
+
 def _message(name: str, value: object, expected: str) -> str:
     return re.escape(str(InvalidArgument(name, value, expected)))
 
