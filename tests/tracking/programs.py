@@ -62,6 +62,8 @@ BINARY = ["add", "sub", "mul", "div", "maximum", "where", "iadd", "isub", "imul"
 BINARY += ["lerp", "lerp_high", "addcmul", "addcdiv"]
 #: backward kernels of activations: the gradient y's upstream gradient x meets
 BINARY += ["sigmoid_backward", "tanh_backward", "threshold_backward"]
+#: one fused AdamW step (the CPU kernel) of parameters x with gradients y and fresh states
+BINARY += ["fused_adamw"]
 REDUCE = [
     "sum",
     "mean",
@@ -196,6 +198,7 @@ def run_torch(program: Program) -> torch.Tensor:
                 ),
                 "tanh_backward": lambda a, b: torch.ops.aten.tanh_backward(b, torch.tanh(a)),
                 "threshold_backward": lambda a, b: torch.ops.aten.threshold_backward(b, a, 0.0),
+                "fused_adamw": _fused_adamw,
             }[op](x, y)
         elif kind == "reduce":
             x = {
@@ -276,6 +279,35 @@ def _rsqrt(v):
     if v == 0:
         raise Undefined("rsqrt(0)")
     return 1 / mpmath.sqrt(abs(v))
+
+
+#: the fused AdamW step's hyper-parameters (doubles, as torch.optim passes them)
+ADAMW = {"lr": 0.01, "beta1": 0.9, "beta2": 0.999, "weight_decay": 0.01, "eps": 1e-8}
+
+
+def _fused_adamw(param: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    zeros = torch.zeros_like(param)
+    (out,), *_ = torch.ops.aten._fused_adamw(
+        [param],
+        [grad],
+        [zeros],
+        [zeros.clone()],
+        [],
+        [torch.tensor(1.0)],
+        **ADAMW,
+        amsgrad=False,
+        maximize=False,
+    )
+    return out
+
+
+def _fused_adamw_exact(a, b):
+    """AdamW's first step from zero moments, exactly: the moments are (1 - beta1) g and
+    (1 - beta2) g^2, their bias corrections 1 - beta1 and 1 - beta2."""
+    lr, beta1, beta2, decay, eps = (mpmath.mpf(ADAMW[k]) for k in ADAMW)
+    m, v = (1 - beta1) * b, (1 - beta2) * b * b
+    denom = mpmath.sqrt(v) / mpmath.sqrt(1 - beta2) + eps
+    return a * (1 - lr * decay) - lr / (1 - beta1) * m / denom
 
 
 def _sigmoid_backward(a, b):
@@ -360,6 +392,7 @@ def _run_exact(program: Program) -> np.ndarray:
                         "sigmoid_backward": _sigmoid_backward,
                         "tanh_backward": lambda a, b: b * (1 - mpmath.tanh(a) ** 2),
                         "threshold_backward": lambda a, b: b if a > 0 else mpmath.mpf(0),
+                        "fused_adamw": _fused_adamw_exact,
                     }[op.removeprefix("i")],
                     otypes=[object],
                 )(x, y)
