@@ -14,7 +14,7 @@ and weights in float64. The ratio of medians, not the median of per-element rati
 whose computed value happens to be exact has no actual error, and its ratio is undefined. A
 module that is exact on points (Embedding: radius 0 and error 0) reports 1; an output without
 recorded bounds (a lookup tracking saw no rounding in) is a point. ``outside`` counts
-elements whose float64 evaluation lies outside the bound (the float64 value is within about
+elements whose float64 evaluation or whose computed value lies outside the bound (the float64 value is within about
 1e-16 relatively of the exact one; any count above 0 is worth a look).
 
 Budget: ratio at most 16 for every class in bfloat16 and float16, at most 1,000 in float32.
@@ -171,7 +171,8 @@ def measure(case: Case) -> dict[str, float]:
     # no bounds: tracking saw no rounding (a lookup of exact values), the output is a point
     lo, hi = (value, value) if bounds is None else (bounds.lo, bounds.hi)
     radius = (hi - lo) / 2
-    inside = (lo <= exact.numpy()) & (exact.numpy() <= hi)
+    # both the float64 value and the tracked run's own value must lie in the enclosure
+    inside = (lo <= exact.numpy()) & (exact.numpy() <= hi) & (lo <= value) & (value <= hi)
     median_radius, median_error = float(np.median(radius)), float(np.median(error))
     if median_radius == 0 and median_error == 0:
         ratio = 1.0

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..formats import Format
-from .rounding import down, down_to, up, up_to
+from .rounding import down, down_to, nearest, up, up_to
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -113,6 +113,17 @@ class Interval:
         if fmt.name == "float64":
             return self
         return Interval(down_to(self.lo, fmt), up_to(self.hi, fmt))
+
+    def to_nearest(self, fmt: Format) -> Interval:
+        """The enclosure of a result the run rounds to nearest onto ``fmt`` (through float32 or
+        float64 or not) from a value of this interval, which also holds the exact value: the
+        hull of the interval and its nearest roundings, :func:`.rounding.nearest` (which states
+        the rule and why it is sound). Outward rounding for formats other than float32,
+        float16 and bfloat16."""
+        if fmt.name == "float64":
+            return self
+        lo, hi = nearest(self.lo, self.hi, fmt)
+        return Interval(lo, hi)
 
     def widen(self, radius: Array | float) -> Interval:
         """[lo - radius, hi + radius], rounded outward."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..formats import Format
+from ..formats import FORMATS, Format
 from .core import Interval
 from .kernels import add_bounds, mul_bounds
 from .rounding import down, up
@@ -83,6 +83,7 @@ ULP_ERRORS: dict[str, float] = {
 #: result is below 1 / max_finite: 4 smallest normals.
 ABSOLUTE_ERRORS: dict[str, tuple[float, float]] = {"erf": (4.0, 0.0), "sigmoid": (0.0, 4.0)}
 
+_F64 = FORMATS["float64"]
 _F64_SLACK = 2.0**-49
 _EXACT_PRODUCT_BITS = 26
 
@@ -105,11 +106,20 @@ def _everything_where_nan(lo: Array, hi: Array, also: Bool | None = None) -> Int
     return Interval(lo, hi)
 
 
-def add(a: Interval, b: Interval, fmt: Format) -> Interval:
+def _rounded(lo: Array, hi: Array, fmt: Format, nearest: bool) -> Interval:
+    """[lo, hi] (rounded outward onto ``fmt`` already, or onto float64 when ``nearest``) as the
+    enclosure of the result: the hull with its nearest roundings when ``nearest``."""
+    result = Interval(lo, hi)
+    return result.to_nearest(fmt) if nearest else result
+
+
+def add(a: Interval, b: Interval, fmt: Format, *, nearest: bool = False) -> Interval:
     """[a.lo + b.lo, a.hi + b.hi], exact sums kept, inexact ones stepped outward; the whole
-    line where inf + (-inf) is possible (one compiled pass: :func:`.kernels.add_bounds`)."""
-    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, False, fmt)
-    return Interval(lo, hi)
+    line where inf + (-inf) is possible (one compiled pass: :func:`.kernels.add_bounds`).
+    ``nearest``: the run rounds the sum to nearest (:meth:`.core.Interval.to_nearest`), else
+    outward rounding onto ``fmt`` (any faithful rounding)."""
+    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, False, _F64 if nearest else fmt)
+    return _rounded(lo, hi, fmt, nearest)
 
 
 def negate(a: Interval) -> Interval:
@@ -119,10 +129,10 @@ def negate(a: Interval) -> Interval:
     return Interval(-a.hi, -a.lo)
 
 
-def sub(a: Interval, b: Interval, fmt: Format) -> Interval:
-    """a + (-b)."""
-    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, True, fmt)
-    return Interval(lo, hi)
+def sub(a: Interval, b: Interval, fmt: Format, *, nearest: bool = False) -> Interval:
+    """a + (-b) (``nearest`` as for :func:`add`)."""
+    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, True, _F64 if nearest else fmt)
+    return _rounded(lo, hi, fmt, nearest)
 
 
 def absolute(a: Interval) -> Interval:
@@ -135,22 +145,25 @@ def absolute(a: Interval) -> Interval:
     return Interval(lo, np.maximum(lo_abs, hi_abs))
 
 
-def mul(a: Interval, b: Interval, fmt: Format, *, operand_bits: int = 53) -> Interval:
+def mul(
+    a: Interval, b: Interval, fmt: Format, *, operand_bits: int = 53, nearest: bool = False
+) -> Interval:
     """The interval product (RENDER section II-C). ``operand_bits``, the most significant bits
-    any operand endpoint has, decides whether float64 products are exact (<= 26 bits each).
-    One compiled pass: :func:`.kernels.mul_bounds`."""
+    any operand endpoint has, decides whether float64 products are exact (<= 26 bits each;
+    a tensor's recorded ends have at most 26, :func:`.rounding.nearest`). One compiled pass:
+    :func:`.kernels.mul_bounds`. ``nearest`` as for :func:`add`."""
     lo, hi = mul_bounds(
         a.lo,
         a.hi,
         b.lo,
         b.hi,
         operand_bits > _EXACT_PRODUCT_BITS,
-        fmt,
+        _F64 if nearest else fmt,
     )
     exact = a.is_point and b.is_point and operand_bits <= _EXACT_PRODUCT_BITS
     if exact and fmt.name == "float64" and bool(np.all(lo == hi)):
         return Interval.point(lo)  # exact products of exact values
-    return Interval(lo, hi)
+    return _rounded(lo, hi, fmt, nearest)
 
 
 def _has_infinity(a: Interval) -> Bool:

@@ -31,6 +31,7 @@ __all__ = [
     "epilogue",
     "gelu_erf",
     "mul",
+    "nearest_all",
     "outward",
     "outward_step",
     "round_all",
@@ -230,6 +231,51 @@ def round_all(x: Array, precision: int, emin: int, big: float, has_inf: bool, up
     if precision == 24 and emin == -126 and has_inf:
         return float32_directed(x, up, False)
     return round_to(x, precision, math.ldexp(1.0, emin), emin, big, has_inf, up)
+
+
+def _nearest_end(
+    x: Array, precision: int, emin: int, big: float, has_inf: bool, threshold: float, up: bool
+) -> Array:
+    """``rounding._nearest_end`` element-wise."""
+    smallest_normal = math.ldexp(1.0, emin)
+    if precision == 24 and emin == -126 and has_inf:
+        d, u = float32_directed(x, False, False), float32_directed(x, True, False)
+    else:
+        d = round_to(x, precision, smallest_normal, emin, big, has_inf, False)
+        u = round_to(x, precision, smallest_normal, emin, big, has_inf, True)
+    with np.errstate(all="ignore"):
+        middle = np.where(
+            u == math.inf, threshold, np.where(d == -math.inf, -threshold, 0.5 * d + 0.5 * u)
+        )
+    chosen = np.where(x >= middle, u, d) if up else np.where(x <= middle, d, u)
+    return np.where(d == u, d, chosen)
+
+
+def nearest_all(
+    lo: Array,
+    hi: Array,
+    precision: int,
+    emin: int,
+    big: float,
+    has_inf: bool,
+    c: tuple[float, float, float],
+    out_lo: Array,
+    out_hi: Array,
+) -> None:
+    """``rounding._nearest_all``: the ends of ``rounding.nearest``, written into ``out_lo`` and
+    ``out_hi``."""
+    threshold, relative, absolute = c
+    smallest_normal = math.ldexp(1.0, emin)
+    bits = 26  # rounding.NEAREST_BITS (this module cannot import rounding)
+    with np.errstate(all="ignore"):
+        x = np.where(np.isinf(lo), lo, next_down(lo - (np.abs(lo) * relative + absolute)))
+        y = np.where(np.isinf(hi), hi, next_up(hi + (np.abs(hi) * relative + absolute)))
+    near_lo = _nearest_end(x, precision, emin, big, has_inf, threshold, False)
+    grid_lo = round_to(lo, bits, smallest_normal, emin, big, has_inf, False)
+    near_hi = _nearest_end(y, precision, emin, big, has_inf, threshold, True)
+    grid_hi = round_to(hi, bits, smallest_normal, emin, big, has_inf, True)
+    out_lo[...] = np.where(lo != lo, -math.inf, np.where(near_lo < grid_lo, near_lo, grid_lo))
+    out_hi[...] = np.where(hi != hi, math.inf, np.where(near_hi > grid_hi, near_hi, grid_hi))
 
 
 def summary(lo: Array, hi: Array) -> tuple[float, bool]:

@@ -152,6 +152,7 @@ def matmul(
     k: int,
     addend: Interval | None = None,
     magnitudes: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
+    nearest: bool = False,
 ) -> Interval:
     """The enclosure of ``addend + product(A, B)`` (``np.matmul`` by default; any bilinear map
     with non-negative coefficients works, e.g. a convolution), where each output sums ``k``
@@ -165,7 +166,9 @@ def matmul(
     float64 radius at half a float64 product's cost. The midpoint product stays float64.
     ``magnitudes`` may give, for a point operand, a float32 array at least as large as its
     absolute value and at least float32's smallest normal (e.g. computed by the backend from a
-    float32 or bfloat16 tensor): it then stands for that operand in the radius product."""
+    float32 or bfloat16 tensor): it then stands for that operand in the radius product.
+    ``nearest``: the run rounds the accumulated result (which the bound encloses) to nearest
+    onto ``fmt`` (:meth:`.core.Interval.to_nearest`); else it is rounded outward."""
     g = factor + 2 * gamma(k + 2, _U64)
     if k == 0:
         zeros = np.zeros(product(a.lo, b.lo).shape)
@@ -217,5 +220,7 @@ def matmul(
     # r < limit implies S (1 + g) < the accumulator's largest finite number, S = r / g the sum
     # of magnitudes: every rounded partial sum, at most S (1 + g), is then finite
     limit = math.nextafter(accumulate.max_finite * (1 - 2**-40) * g / (1 + g) * (1 - 2**-50), 0.0)
-    lo, hi = matmul_epilogue(mid, rad, terms, multiplier, scale, eta, limit, fmt)
-    return Interval(lo, hi)
+    lo, hi = matmul_epilogue(
+        mid, rad, terms, multiplier, scale, eta, limit, _F64_FORMAT if nearest else fmt
+    )
+    return Interval(lo, hi).to_nearest(fmt) if nearest else Interval(lo, hi)

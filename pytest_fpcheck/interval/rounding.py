@@ -7,7 +7,10 @@ direction: ``down`` moves a lower endpoint toward -inf, ``up`` an upper endpoint
 ``down_to(x, fmt)`` / ``up_to(x, fmt)`` round onto a format's grid in the named direction, which
 is how a result stored in ``fmt`` is enclosed: any faithful rounding (nearest, directed,
 truncation, and a double rounding through a finer format) of a value in ``[lo, hi]`` lies in
-``[down_to(lo), up_to(hi)]``.
+``[down_to(lo), up_to(hi)]``. Where the run is known to round to nearest, :func:`nearest`
+encloses the result by the hull of ``[lo, hi]`` and its nearest roundings instead, which
+charges a result its actual rounding error rather than a whole ULP (its docstring has the rule
+and the proof); its ends lie on a 26-bit grid rather than the format's.
 
 Both are exact and run as one compiled pass (Numba, a core dependency; compiled on first use
 and cached): the step is nextafter computed from the bit pattern, and directed rounding is the
@@ -46,9 +49,12 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["down", "down_to", "round_scalar", "up", "up_to"]
+__all__ = ["NEAREST_BITS", "down", "down_to", "nearest", "round_scalar", "up", "up_to"]
 
 _BIG64 = float(np.finfo(np.float64).max)
+
+#: Significant bits of the grid :func:`nearest` rounds an off-grid end onto (see its docstring)
+NEAREST_BITS = 26
 
 # the scalar signatures the compiled code calls them with (formats annotates the array form)
 _quantize = cast("Callable[[float, int, int, int], float]", jit(inline="always")(quantize))
@@ -269,6 +275,102 @@ def step_up_to(
     return round_to(next_up(v), precision, smallest_normal, emin, big, has_inf, True)
 
 
+@jit(cache=True, inline="always")
+def _nearest_end(
+    x: float,
+    precision: int,
+    smallest_normal: float,
+    emin: int,
+    big: float,
+    has_inf: bool,
+    threshold: float,
+    fast32: bool,
+    up: bool,
+) -> float:  # pragma: no cover - compiled
+    """``x`` (not NaN) rounded to nearest onto the format, a tie going toward +inf when ``up``,
+    else toward -inf; past the overflow ``threshold`` (the largest finite number plus half its
+    ULP) an infinity, as IEEE 754's nearest rounding gives one. The two directed roundings are
+    exact; their midpoint is exact in float64 (two neighbours of a grid of at most 24 bits
+    whose spacing is at least 2**-149)."""
+    if fast32:
+        d, u = float32_directed(x, False, False), float32_directed(x, True, False)
+    else:
+        d = round_to(x, precision, smallest_normal, emin, big, has_inf, False)
+        u = round_to(x, precision, smallest_normal, emin, big, has_inf, True)
+    if d == u:
+        return d
+    if u == math.inf:
+        middle = threshold
+    elif d == -math.inf:
+        middle = -threshold
+    else:
+        middle = 0.5 * d + 0.5 * u
+    if up:
+        return u if x >= middle else d
+    return d if x <= middle else u
+
+
+@jit(cache=True, inline="always")
+def nearest_pair(
+    lo: float,
+    hi: float,
+    precision: int,
+    smallest_normal: float,
+    emin: int,
+    big: float,
+    has_inf: bool,
+    c: tuple[float, float, float],
+    fast32: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """The ends of :func:`nearest` for one element: ``c`` = (overflow threshold, relative
+    drift, absolute drift)."""
+    threshold, relative, absolute = c
+    if lo != lo:
+        lower = -math.inf
+    else:
+        x = lo if math.isinf(lo) else next_down(lo - (abs(lo) * relative + absolute))
+        near = _nearest_end(
+            x, precision, smallest_normal, emin, big, has_inf, threshold, fast32, False
+        )
+        grid = round_to(lo, NEAREST_BITS, smallest_normal, emin, big, has_inf, False)
+        lower = near if near < grid else grid
+    if hi != hi:
+        upper = math.inf
+    else:
+        y = hi if math.isinf(hi) else next_up(hi + (abs(hi) * relative + absolute))
+        near = _nearest_end(
+            y, precision, smallest_normal, emin, big, has_inf, threshold, fast32, True
+        )
+        grid = round_to(hi, NEAREST_BITS, smallest_normal, emin, big, has_inf, True)
+        upper = near if near > grid else grid
+    return lower, upper
+
+
+@jit(cache=True, fallback=fallbacks.nearest_all)
+def _nearest_all(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    precision: int,
+    emin: int,
+    big: float,
+    has_inf: bool,
+    c: tuple[float, float, float],
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    smallest_normal = math.ldexp(1.0, emin)
+    if _is_float32(precision, emin, has_inf):
+        for i in range(lo.size):
+            out_lo[i], out_hi[i] = nearest_pair(
+                lo[i], hi[i], precision, smallest_normal, emin, big, has_inf, c, True
+            )
+    else:
+        for i in range(lo.size):
+            out_lo[i], out_hi[i] = nearest_pair(
+                lo[i], hi[i], precision, smallest_normal, emin, big, has_inf, c, False
+            )
+
+
 @jit(cache=True, fallback=fallbacks.step_all)
 def _step_all(x: np.ndarray, direction: float) -> np.ndarray:  # pragma: no cover - compiled
     out = np.empty_like(x)
@@ -338,3 +440,84 @@ def up_to(x: Array, fmt: Format) -> Array:
     """The smallest ``fmt`` number >= ``x`` (+inf past the largest finite one; a NaN becomes
     +inf)."""
     return _directed(x, fmt, True)
+
+
+#: (relative, absolute) drift T of the roundings a result may pass before its last one
+#: (:func:`nearest`): a float32 intermediate of a float16 or bfloat16 result; none for float32
+_DRIFT = {
+    "bfloat16": (2.0**-23, 2.0**-149),
+    "float16": (2.0**-23, 2.0**-149),
+    "float32": (0.0, 0.0),
+}
+
+
+def nearest(lo: Array, hi: Array, fmt: Format) -> tuple[Array, Array]:
+    """The enclosure of a result stored in ``fmt`` by rounding to nearest, given an enclosure
+    [``lo``, ``hi``] of the exact value and of the value the run rounds last (RENDER section
+    II-C, tightened): where [lo, hi] is narrower than the format's spacing, the stored result's
+    actual rounding error is known to be smaller than the ULP that outward rounding
+    (:func:`down_to` / :func:`up_to`) charges, and this keeps that knowledge.
+
+    The rule. Let R be the run's rounding: RN_F, or RN_F after nearest roundings onto float32
+    and/or float64 (a chain RN_F o RN_Gk o ... o RN_G1; PyTorch's CPU kernels compute float16
+    and bfloat16 in float32 and convert with round-to-nearest-even; a float64 value converted to
+    bfloat16 passes through float32), ties broken any way. The caller guarantees that the run
+    stores R(v) for some v in [lo, hi] (v a value of [lo, hi] on F's grid is the case R(v) = v).
+    Then the stored value lies in [L, U] with
+
+        L = RN_F(lo - T(lo)), ties toward -inf,    U = RN_F(hi + T(hi)), ties toward +inf,
+
+    T(x) = |x| 2**-23 + 2**-149 for float16 and bfloat16, T = 0 for float32, and the enclosure
+    is [min(lo', L), max(hi', U)] with lo', hi' the ends rounded outward onto the grid of
+    :data:`NEAREST_BITS` (26) significant bits above F's exponent floor ``emin``.
+
+    Why it is sound. (1) Every RN onto a grid is monotone (x <= y implies RN(x) <= RN(y), for
+    any choice at ties; an overflow to an infinity included), so a chain of them is too:
+    R(lo) <= R(v) <= R(hi) for v in [lo, hi]. It remains to bound R at the two ends, which are
+    float64 numbers. (2) At a float64 number a rounding onto float64 changes nothing, so what
+    the chain does before RN_F is at most one rounding onto float32 (float16 and bfloat16
+    results; float32's grid holds theirs): y = RN_32(lo) moves lo by at most half a float32
+    spacing, 2**-24 |lo| or 2**-150 below float32's normal range, less than T(lo); a float32
+    result's chain has nothing before RN_F (T = 0). An RN_32 that overflows does so only past
+    float32's threshold, beyond F's, where L and U are infinite anyway. (3) RN_F is monotone
+    and L takes the lower choice at a tie, so R(lo) = RN_F(y) >= RN_F(lo - T) >= L; likewise
+    R(hi) <= U. lo - T is evaluated in float64 and stepped down one float64 step (next_down),
+    so the argument is at most the exact lo - T (hi + T: stepped up). (4) The exact value lies
+    in [lo, hi], hence in [lo', hi']. (5) Overflow: RN_F gives an infinity from
+    max_finite + ulp(max_finite) / 2 on (IEEE 754 section 7.4), which L and U reproduce; an
+    end beyond max_finite rounds outward onto the 26-bit grid as :func:`down_to` /
+    :func:`up_to` do (the infinity of its side or the largest finite number). Underflow needs
+    nothing more: RN_F's subnormal grid is part of F's grid. Flush-to-zero is outside the
+    model, as it is for outward rounding.
+
+    The ends lie on F's grid or on the 26-bit grid above F's ``emin`` (whose quantum is at
+    least 2**(emin - 25)): a product of two such ends has at most 52 significant bits and lies
+    far inside float64's normal range, so it is exact in float64, which is what the rules that
+    take a tensor's endpoints as products of at most 26-bit numbers
+    (:func:`pytest_fpcheck.interval.elementwise.mul`'s ``operand_bits``) rely on. Formats other
+    than float32, float16 and bfloat16 are rounded outward (:func:`down_to` / :func:`up_to`);
+    float64 keeps its ends (a NaN end becomes the infinity of its side).
+
+    Not for results whose last rounding is not to nearest or unknown (a library function's
+    result in its own format, a directed or stochastic rounding, another device's epilogue):
+    those keep outward rounding, which encloses any faithful rounding."""
+    flat_lo, shape = _flat(lo)
+    flat_hi = flat_lo if hi is lo else _flat(hi)[0]
+    drift = _DRIFT.get(fmt.name)
+    if drift is None:
+        return down_to(lo, fmt), up_to(hi, fmt)
+    threshold = fmt.max_finite + math.ldexp(1.0, fmt.emax - fmt.precision)
+    out_lo, out_hi = np.empty(flat_lo.shape), np.empty(flat_lo.shape)
+    if flat_lo.size:
+        _nearest_all(
+            flat_lo,
+            flat_hi,
+            fmt.precision,
+            fmt.emin,
+            fmt.max_finite,
+            fmt.has_inf,
+            (threshold, *drift),
+            out_lo,
+            out_hi,
+        )
+    return out_lo.reshape(shape), out_hi.reshape(shape)

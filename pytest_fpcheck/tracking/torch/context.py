@@ -50,6 +50,15 @@ class RuleContext:
         self.device = first.device if first is not None else torch.device("cpu")
 
     @property
+    def nearest(self) -> bool:
+        """Whether the operation's result is rounded to nearest: PyTorch's CPU kernels round a
+        float result to nearest even, a float16 or bfloat16 one after computing it in float32
+        (c10's conversions and the vectorised ones); other devices' epilogues are not known.
+        Rules whose last step is correctly rounded arithmetic then enclose the result with
+        :meth:`pytest_fpcheck.interval.core.Interval.to_nearest`."""
+        return self.device.type == "cpu"
+
+    @property
     def args(self) -> tuple[Any, ...]:
         return self.call.args
 

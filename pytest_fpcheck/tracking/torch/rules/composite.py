@@ -18,6 +18,7 @@ from ....interval.kernels import (
 from ....interval.rounding import down, up
 from ..context import RuleContext
 from ._common import (
+    F64,
     Array,
     constant,
     erf64,
@@ -62,7 +63,9 @@ def _unimodal(
         spread = allowance(x_mag, f_mag) + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
         spread = np.where(np.isnan(spread), np.inf, spread)
         result = Interval(down(low - spread), up(high + spread))
-    return ew.everything_where_nan(result).to_format(ctx.fmt)
+    result = ew.everything_where_nan(result)
+    # the allowance bounds the compute format's result, which a CPU kernel rounds to nearest
+    return result.to_nearest(ctx.fmt) if ctx.nearest else result.to_format(ctx.fmt)
 
 
 _GELU_TANH_BETA, _GELU_TANH_KAPPA = math.sqrt(2 / math.pi), 0.044715
@@ -111,8 +114,9 @@ def _gelu(ctx: RuleContext) -> Interval:
         return _unimodal(ctx, _gelu_tanh, (-0.7524614220710163, -0.17004075057125406), allowance)
     # the same rule as _unimodal with the allowance x u (9 + x / 2) + floor, in one pass
     a = ctx.operand(ctx.args[0], c)
-    lo, hi = gelu_erf_bounds(a.lo, a.hi, a.is_point, _GELU_ERF_MINIMUM, ctx.fmt, c, erf64)
-    return Interval(lo, hi)
+    target = F64 if ctx.nearest else ctx.fmt
+    lo, hi = gelu_erf_bounds(a.lo, a.hi, a.is_point, _GELU_ERF_MINIMUM, target, c, erf64)
+    return Interval(lo, hi).to_nearest(ctx.fmt) if ctx.nearest else Interval(lo, hi)
 
 
 @rule("aten.silu")

@@ -2,7 +2,9 @@
 
 * **Casts and copies**: the source enclosure rounded outward onto the result format.
 * **Correctly rounded arithmetic** (add, sub, mul, div, sqrt, dropout's scaling): the exact range,
-  rounded outward onto the result format (:mod:`pytest_fpcheck.interval.elementwise`).
+  rounded outward onto the result format (:mod:`pytest_fpcheck.interval.elementwise`); add, sub
+  and mul on the CPU, which round to nearest, by the hull of the range and its nearest
+  roundings (:meth:`pytest_fpcheck.interval.core.Interval.to_nearest`).
 * **Library functions** (exp, log, tanh, erf, sigmoid, rsqrt, ...): the exact range of a monotone
   function, widened by its documented ULP error in the compute format (``ULP_ERRORS``), then
   rounded; ``pow`` by repeated outward products for integer exponents.
@@ -45,6 +47,17 @@ def _copy(ctx: RuleContext) -> Interval:
     return ctx.interval(ctx.args[1]).to_format(ctx.fmt)
 
 
+def _nearest(ctx: RuleContext, *operands: Any) -> bool:
+    """Whether the result is enclosed as rounded to nearest (:attr:`RuleContext.nearest`). Not
+    with a 0-d tensor operand that tracking did not write: it may be a Python number that
+    PyTorch handed to the dispatch mode already converted to the result's format (bfloat16
+    or float16) while the exact program has the number itself, which that point does not
+    enclose (``tests/tracking/test_scalar_products.py``); outward rounding covers the gap there."""
+    return ctx.nearest and not any(
+        isinstance(x, torch.Tensor) and x.dim() == 0 and ctx.interval(x).is_point for x in operands
+    )
+
+
 def _scaled(ctx: RuleContext, x: Any, alpha: Any) -> Interval:
     operand = ctx.operand(x)
     if alpha is None or alpha == 1:
@@ -59,9 +72,10 @@ def _add(ctx: RuleContext) -> Interval:
         a, b = b, a
     right = _scaled(ctx, b, ctx.kwargs.get("alpha", ctx.args[2] if len(ctx.args) > 2 else None))
     left = ctx.operand(a)
+    nearest = _nearest(ctx, a, b)
     if ctx.call.functional == "aten.add":
-        return ew.add(left, right, ctx.fmt)
-    return ew.sub(left, right, ctx.fmt)
+        return ew.add(left, right, ctx.fmt, nearest=nearest)
+    return ew.sub(left, right, ctx.fmt, nearest=nearest)
 
 
 @rule("aten.mul")
@@ -77,9 +91,19 @@ def _mul(ctx: RuleContext) -> Interval:
     if ctx.device.type == "cpu" and (_is_number(a) or _is_number(b)):
         bits = max(ctx.operand_bits(a, b), ctx.compute.precision)
         return ew.mul(
-            ctx.operand(a, ctx.compute), ctx.operand(b, ctx.compute), ctx.fmt, operand_bits=bits
+            ctx.operand(a, ctx.compute),
+            ctx.operand(b, ctx.compute),
+            ctx.fmt,
+            operand_bits=bits,
+            nearest=_nearest(ctx, a, b),
         )
-    return ew.mul(ctx.operand(a), ctx.operand(b), ctx.fmt, operand_bits=ctx.operand_bits(a, b))
+    return ew.mul(
+        ctx.operand(a),
+        ctx.operand(b),
+        ctx.fmt,
+        operand_bits=ctx.operand_bits(a, b),
+        nearest=_nearest(ctx, a, b),
+    )
 
 
 def _is_number(x: Any) -> bool:

@@ -100,6 +100,9 @@ def _product(
     magnitudes: tuple[Array | None, Array | None] = (None, None),
 ) -> Interval:
     factor, acc = _matmul_setup(ctx, k, 1 if addend is not None else 0)
+    # a CPU matrix product's result is its accumulator rounded to nearest (convolutions keep
+    # outward rounding: their output conversion is oneDNN's)
+    nearest = ctx.nearest and product is np.matmul
     if addend is None:
         return matmul(
             a,
@@ -110,12 +113,14 @@ def _product(
             product=product,
             k=k,
             magnitudes=magnitudes,
+            nearest=nearest,
         )
     # addend + A B: one more term in the same accumulation; evaluate A B unrounded, then add
     # the addend with the same factor applied to its magnitude.
     inner = matmul(a, b, F64, factor=factor, accumulate=acc, product=product, k=k + 1)
     spread = up(addend.magnitude() * factor * (1 + 2**-40))
-    return ew.add(inner, addend, F64).widen(spread).to_format(ctx.fmt)
+    enclosure = ew.add(inner, addend, F64).widen(spread)
+    return enclosure.to_nearest(ctx.fmt) if nearest else enclosure.to_format(ctx.fmt)
 
 
 def _scale(ctx: RuleContext, a: Interval, factor: Any) -> Interval:
@@ -175,6 +180,7 @@ def _addmm(ctx: RuleContext) -> Interval:
             k=k + 1 + extra,
             addend=shifted,
             magnitudes=magnitudes,
+            nearest=ctx.nearest,
         )
     return _addbmm(ctx, left, ctx.operand(m2), shifted, extra)
 
