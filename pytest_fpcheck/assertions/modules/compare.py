@@ -25,6 +25,7 @@ from ...errors import InconclusiveVerdict, InvalidArgument, RoundoffMismatch
 from ..messages import with_user_message
 from ..record import record_verdict
 from ..resolution import current_max_resolution
+from .parameters import seeded
 from .reference import record_calls
 from .replay import Replay, module_dtype
 from .result import ModuleCall, ModuleComparison
@@ -97,6 +98,11 @@ def compare_modules(
     ``isolate=False`` runs its whole subtree. ``leaves_only=True`` judges modules without
     children only. ``max_resolution`` is the threshold of an "inconclusive" verdict (the
     run's default when None). Integer tensors and non-tensor outputs are not judged.
+
+    A parameter or buffer of ``custom`` that is the reference's rounded to its narrower dtype
+    (a bfloat16 copy of a float32 model) starts from the enclosure of that cast, like the
+    inputs (:mod:`.parameters`): the verdict is about the modules' code, not the format their
+    weights are stored in.
     """
     if not isinstance(custom, torch.nn.Module):
         raise InvalidArgument("custom", custom, "an nn.Module (the model under test)")
@@ -124,7 +130,7 @@ def compare_modules(
         custom, calls, input_dtype=input_dtype, isolate=isolate, max_resolution=threshold
     )
     judged: list[ModuleCall] = []
-    with replay.installed():
+    with seeded(custom, model), replay.installed():
         for call in calls:
             if leaves_only and not call.leaf:
                 continue
