@@ -242,3 +242,27 @@ def test_transposed_convolution_backward(
         bounds = fp.bounds_of(value)
         assert bounds.contains(value).all()
         assert bounds.contains(exact).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_mse_loss_backward_encloses_the_exact_gradient(dtype: torch.dtype, reduction: str) -> None:
+    """2 (x - y) g / n exactly; ATen's kernel rounds 2 / n to the tensors' format first."""
+    x = hard_values(dtype, 4, 7, seed=8).clamp(-1e3, 1e3).requires_grad_()
+    y = hard_values(dtype, 4, 7, seed=9).clamp(-1e3, 1e3)
+    y.view(-1)[:5] = x.detach().view(-1)[:5]  # exact cancellation
+    plain = torch.autograd.grad(F.mse_loss(x, y, reduction=reduction), x)[0]
+    with fp.track(strict=True):
+        (tracked,) = torch.autograd.grad(F.mse_loss(x, y, reduction=reduction), x)
+    assert torch.equal(tracked, plain)
+    bounds = fp.bounds_of(tracked)
+    assert bounds.contains(tracked).all()
+    n = x.numel() if reduction == "mean" else 1
+    exact = np.array(
+        [
+            Fraction(2) * (Fraction(float(a)) - Fraction(float(b))) / n
+            for a, b in zip(x.detach().double().view(-1), y.double().view(-1), strict=True)
+        ],
+        dtype=object,
+    )
+    assert_exact_inside(bounds, exact)

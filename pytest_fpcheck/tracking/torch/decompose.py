@@ -14,11 +14,10 @@ kernel, the tracker bounds it with its decomposition:
    that draws random numbers (its decomposition would move the random stream), never takes
    this road. A few decompositions are written here in operations that have rules
    (``var_mean``; ``native_batch_norm`` in training mode, which leaves the running statistics
-   to the kernel; ``cdist`` and its backward; ``convolution_backward`` in convolutions,
-   transposed ones too; the CPU flash-attention
-   backward through the math path; average pooling); the rest are
-   torch._decomp's. Any operand's version changing during the
-   evaluation is an internal error. Float16 and bfloat16 operands are first widened to
+   to the kernel; ``cdist`` and its backward; ``mse_loss_backward``; ``convolution_backward``
+   in convolutions, transposed ones too; the CPU flash-attention backward through the math
+   path; average pooling); the rest are torch._decomp's. Any operand's version changing
+   during the evaluation is an internal error. Float16 and bfloat16 operands are first widened to
    float32; if the kernel's value misses that (tighter) enclosure, the decomposition is run
    again in the operands' own formats, each step's enclosure rounded outward onto the narrow
    format, which holds that step computed in float32 as well.
@@ -192,6 +191,18 @@ def _convolution_backward(
     return grad_input, grad_weight, grad_bias
 
 
+def _mse_loss_backward(
+    grad: torch.Tensor, x: torch.Tensor, target: torch.Tensor, reduction: int
+) -> torch.Tensor:
+    """``mse_loss_backward`` as ATen's CPU kernel computes it: ``norm * (x - target) * grad``
+    with ``norm`` = 2 / n (mean) or 2 (sum, none) converted to the tensors' format first
+    (``norm.to<scalar_t>()``: for bfloat16, 2 / 28 is 0.0713). The norm is formed as a tracked
+    division in that format, whose enclosure holds both 2 / n and its rounding."""
+    two = torch.full((), 2.0, dtype=x.dtype)
+    norm = two / x.numel() if reduction == 1 else two
+    return norm * (x - target) * grad
+
+
 def _attention_backward(
     grad: torch.Tensor,
     q: torch.Tensor,
@@ -350,6 +361,7 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten.native_batch_norm": _batch_norm_training,
     "aten._cdist_forward": _cdist,
     "aten._cdist_backward": _cdist_backward,
+    "aten.mse_loss_backward": _mse_loss_backward,
     "aten.convolution_backward": _convolution_backward,
     "aten._scaled_dot_product_flash_attention_for_cpu_backward": _attention_backward,
     "aten.avg_pool2d": _avg_pool2d,
