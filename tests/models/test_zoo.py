@@ -34,8 +34,10 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
 
 #: models whose float32 loss enclosure is still the whole line, and why
 LOOSE = {
-    "resnet": "training batch norm over a handful of elements per channel at the last stages: "
-    "the enclosure of the normalisation widens to the whole line (issue 20)"
+    "resnet": "training batch norm widens its input's enclosure about tenfold per layer (the "
+    "order-free variance bound, interval evaluation of (x - mean) * rstd); once as wide as the "
+    "channel's spread, the variance may be 0 and the squares of the ends overflow float32 at "
+    "the third stage (docs/roundoff.md, covered operations)"
 }
 
 FAST = {("float32", "adamw"), ("bfloat16", "adamw"), ("float16", "sgd"), ("float16", "adamw_fused")}
