@@ -36,7 +36,7 @@ from ...interval.bounds import Provenance
 from ...interval.core import Interval
 from ...interval.kernels import summary
 
-__all__ = ["STORE", "BoundsStore", "Record"]
+__all__ = ["STORE", "BoundsStore", "Record", "float64_values"]
 
 #: records of freed storages are dropped every this many writes, or sooner, once the buffers
 #: written since the last sweep reach _PURGE_BYTES (plus a kibibyte per record, so that a sweep
@@ -64,6 +64,16 @@ class Record:
     #: written by an in-place operation, whose version bump PyTorch applies after the Python
     #: dispatch layer returns: the next read accepts exactly one increment
     pending: bool = False
+
+
+def float64_values(t: torch.Tensor, *, copy: bool = False) -> np.ndarray:
+    """``t``'s current values as float64 on the host (``Tensor.to``: exact for every floating
+    format); the array shares a float64 host tensor's memory unless ``copy``. The tensor is
+    detached first, so autograd records nothing without a ``no_grad`` block (which costs more
+    than the conversion of a small tensor)."""
+    with internal():
+        values: np.ndarray = t.detach().to("cpu", torch.float64).numpy()
+    return values.copy() if copy else values
 
 
 def _storage_length(t: torch.Tensor) -> int:
@@ -118,8 +128,7 @@ def _storage_values(t: torch.Tensor) -> np.ndarray:
     with internal(), torch.no_grad():
         flat = torch.empty(0, dtype=t.dtype, device=t.device)
         flat.set_(t.untyped_storage(), 0, (_storage_length(t),), (1,))
-        values: np.ndarray = flat.detach().to("cpu", torch.float64).numpy().copy()
-    return values
+    return float64_values(flat, copy=True)
 
 
 class BoundsStore:
@@ -172,6 +181,11 @@ class BoundsStore:
         record = self.record_of(t)
         if record is None:
             return None
+        if t.is_contiguous() and t.storage_offset() == 0 and t.numel() == record.lo.size:
+            shape = tuple(t.shape)  # the whole storage, in order: a reshape is the view
+            if record.hi is record.lo:
+                return Interval.point(record.lo.reshape(shape))
+            return Interval(record.lo.reshape(shape), record.hi.reshape(shape))
         lo = _view(record.lo, t)
         if record.hi is record.lo:
             return Interval.point(lo)
@@ -198,12 +212,13 @@ class BoundsStore:
         shape = tuple(t.shape)
         length = storage.nbytes() // t.element_size()
         whole = t.is_contiguous() and t.storage_offset() == 0 and t.numel() == length
+        fmt = dtype_format(t.dtype)
         with self._lock:
             record = self._records.get(key)
         if whole:
             flat_lo = _buffer(interval.lo, shape, owned)
             flat_hi = flat_lo if interval.is_point else _buffer(interval.hi, shape, owned)
-            record = Record(flat_lo, flat_hi, t._version, dtype_format(t.dtype))
+            record = Record(flat_lo, flat_hi, t._version, fmt, provenance, mode, notes)
         elif _covers_storage(t, length):
             # every element is written: fresh buffers in the storage's order, nothing kept
             flat_lo = np.empty(length)
@@ -212,13 +227,13 @@ class BoundsStore:
             if not interval.is_point:
                 flat_hi = np.empty(length)
                 _view(flat_hi, t)[...] = interval.hi
-            record = Record(flat_lo, flat_hi, t._version, dtype_format(t.dtype))
+            record = Record(flat_lo, flat_hi, t._version, fmt, provenance, mode, notes)
         else:
             lo = np.broadcast_to(interval.lo, shape)
             hi = lo if interval.is_point else np.broadcast_to(interval.hi, shape)
             if record is None:
                 values = _storage_values(t)
-                record = Record(values, values, t._version, dtype_format(t.dtype))
+                record = Record(values, values, t._version, fmt, provenance, mode, notes)
             self._write_strided(record, t, lo, hi, interval.is_point)
         record.version = t._version
         record.pending = in_place

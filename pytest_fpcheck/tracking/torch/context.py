@@ -15,22 +15,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...adapters.torch import dtype_format, internal
+from ...adapters.torch import dtype_format
 from ...errors import InvalidArgument
 from ...formats import FORMATS, Format
 from ...interval.core import Interval
 from ..core.interpose import OpCall
 from ..core.policy import SumBound, compute_format
-from ..core.store import STORE
+from ..core.store import STORE, float64_values
 
 __all__ = ["RuleContext"]
 
 _F64 = FORMATS["float64"]
-
-
-def _values(t: torch.Tensor) -> np.ndarray:
-    with internal(), torch.no_grad():
-        return t.detach().to("cpu", torch.float64).numpy()
 
 
 class RuleContext:
@@ -88,7 +83,7 @@ class RuleContext:
         if isinstance(x, torch.Tensor):
             if id(x) in self._snapshot and self._snapshot[id(x)].is_point:
                 return self._snapshot[id(x)].lo
-            return _values(x)
+            return float64_values(x)
         return np.asarray(float(x))
 
     def interval(self, x: Any) -> Interval:
@@ -97,7 +92,7 @@ class RuleContext:
             if id(x) in self._snapshot:
                 return self._snapshot[id(x)]
             recorded = STORE.read(x)
-            return recorded if recorded is not None else Interval.point(_values(x))
+            return recorded if recorded is not None else Interval.point(float64_values(x))
         if isinstance(x, (bool, numbers.Real)):
             return Interval.point(np.asarray(float(x)))
         raise InvalidArgument("operand", x, "a tensor or a real number")
@@ -121,7 +116,7 @@ class RuleContext:
         """(value, decided) of a boolean tensor: where ``decided`` is False, the comparison
         that produced it could have gone either way."""
         enclosure = self.interval(mask)
-        value = _values(mask) != 0
+        value = float64_values(mask) != 0
         return value, enclosure.lo == enclosure.hi
 
     def note(self, text: str) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ...adapters import is_torch_tensor
-from ...adapters.torch import dtype_format, internal
+from ...adapters.torch import dtype_format
 from ...errors import InvalidArgument, StaleBoundsError, UnsupportedOperation
 from ...interval.bounds import Bounds, Provenance
 from ...interval.core import Interval
@@ -39,7 +39,7 @@ from ..core import gaps as _gaps
 from ..core.compiled import CompiledRegion
 from ..core.interpose import Interposer, OpCall
 from ..core.policy import SumBound
-from ..core.store import STORE, Record
+from ..core.store import STORE, Record, float64_values
 from ..triton import scope as triton_scope
 from . import rules as _rules  # noqa: F401  (registers the rules)
 from .context import RuleContext
@@ -460,8 +460,7 @@ def _snapshot(t: torch.Tensor, record: Record | None) -> Interval:
         if current.is_point:
             return Interval.point(current.lo.copy())
         return Interval(current.lo.copy(), current.hi.copy())
-    with internal(), torch.no_grad():
-        return Interval.point(t.detach().to("cpu", torch.float64).numpy().copy())
+    return Interval.point(float64_values(t, copy=True))
 
 
 def _matmul_models(value: Any) -> tuple[Any, ...]:
