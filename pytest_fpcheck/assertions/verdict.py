@@ -397,20 +397,21 @@ def classify(
     if bounds is None:
         return _fallback(a, e, fmt, shape, close, equal, equal_nan)
     estimated_notes = _self_check(bounds, a, "actual")
+    own_radius = bounds.radius  # computed once: it is used three times below
     if expected_bounds is not None:
         estimated_notes += _self_check(expected_bounds, e, "expected")
         with np.errstate(invalid="ignore"):
             lo = np.maximum(bounds.lo, expected_bounds.lo)
             hi = np.minimum(bounds.hi, expected_bounds.hi)
             inside = (lo <= hi) | (np.isnan(a) & np.isnan(e) & equal_nan)
-        radius = np.maximum(bounds.radius, expected_bounds.radius)
+        radius = np.maximum(own_radius, expected_bounds.radius)
     else:
         inside = contains(bounds.lo, bounds.hi, e)
         if not equal_nan:
             inside &= ~both_nan
         else:
             inside |= both_nan
-        radius = bounds.radius
+        radius = own_radius
     nonfinite = _nonfinite_mismatch(a, e)
     outside_mask = ~inside
     outside = int(np.count_nonzero(outside_mask))
@@ -447,7 +448,7 @@ def classify(
         if expected_bounds is not None and expected_bounds.mode == "exact"
         else "",
         nonfinite_mismatches=int(np.count_nonzero(nonfinite & outside_mask)),
-        tightness=_tightness(bounds, a, fmt),
+        tightness=_tightness(own_radius, a, fmt),
         resolved=resolved,
         max_resolution=threshold,
         reason=reason or "",
@@ -549,13 +550,14 @@ def _worst(
     return _offender(a, e, bounds, flat, tuple(a.shape)), Excess(absolute, radii, ulps)
 
 
-def _tightness(bounds: Bounds, a: np.ndarray, fmt: Format) -> float | None:
-    """The median radius of the enclosure in ULPs of the actual values' format."""
-    finite = np.isfinite(bounds.radius) & np.isfinite(a)
+def _tightness(radius: np.ndarray, a: np.ndarray, fmt: Format) -> float | None:
+    """The median radius of the enclosure (``radius``, the bounds' own) in ULPs of the actual
+    values' format."""
+    finite = np.isfinite(radius) & np.isfinite(a)
     if not finite.any():
         return None
     units = ulp(a[finite], fmt)
-    return float(np.median(bounds.radius[finite] / units))
+    return float(np.median(radius[finite] / units))
 
 
 def _why_untracked() -> tuple[str, ...]:
