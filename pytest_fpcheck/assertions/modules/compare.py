@@ -116,7 +116,12 @@ def compare_modules(
     def to_reference(t: torch.Tensor) -> torch.Tensor:
         return t.to(reference_dtype) if t.is_floating_point() else t
 
-    calls = record_calls(model, map_tensors(args, to_reference), map_tensors(kwargs, to_reference))
+    calls = record_calls(
+        model,
+        map_tensors(args, to_reference),
+        map_tensors(kwargs, to_reference),
+        inner=not leaves_only,
+    )
     paths = dict(custom.named_modules())
     missing = sorted({call.path for call in calls if call.path not in paths})
     if missing:

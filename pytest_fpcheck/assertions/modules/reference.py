@@ -6,6 +6,8 @@ class, the call that made it (its *parent*: the innermost module call running wh
 copies of its positional and keyword inputs taken before it runs and of its output taken when
 it returns (so that in-place changes made later, a residual ``x += ...`` or a cache update, do
 not reach the record). The run bypasses every tracking mode: the reference is not tracked.
+With ``inner=False`` (a comparison of leaf modules only) the calls that have children are
+recorded without their inputs and outputs, which nothing replays.
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ def _copy(t: torch.Tensor) -> torch.Tensor:
 
 
 def record_calls(
-    model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *, inner: bool = True
 ) -> list[RecordedCall]:
     """Run ``model(*args, **kwargs)`` once, untracked and without gradients, and return its
-    module calls."""
+    module calls (``inner``: module docstring)."""
     calls: list[RecordedCall] = []
     stack: list[RecordedCall] = []
     seen: Counter[str] = Counter()
@@ -57,6 +59,7 @@ def record_calls(
 
     def hooks(path: str, module: torch.nn.Module) -> None:
         leaf = next(iter(module.children()), None) is None
+        kept = leaf or inner
 
         def before(_: torch.nn.Module, a: tuple[Any, ...], k: dict[str, Any]) -> None:
             parent = stack[-1] if stack else None
@@ -68,8 +71,8 @@ def record_calls(
                 parent=parent.index if parent is not None else None,
                 depth=len(stack),
                 leaf=leaf,
-                args=map_tensors(a, _copy),
-                kwargs=map_tensors(k, _copy),
+                args=map_tensors(a, _copy) if kept else (),
+                kwargs=map_tensors(k, _copy) if kept else {},
             )
             seen[path] += 1
             if parent is not None:
@@ -79,7 +82,8 @@ def record_calls(
 
         def after(_: torch.nn.Module, a: tuple[Any, ...], k: dict[str, Any], output: Any) -> None:
             call = stack.pop()
-            call.output = map_tensors(output, _copy)
+            if kept:
+                call.output = map_tensors(output, _copy)
 
         handles.append(module.register_forward_pre_hook(before, with_kwargs=True))
         handles.append(module.register_forward_hook(after, with_kwargs=True, always_call=True))

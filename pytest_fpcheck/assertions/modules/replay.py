@@ -21,6 +21,10 @@ The rule for one recorded call of path ``p``:
   it gets and in what it is judged against;
 * a call whose replay meets an operation without an interval rule is not judged: its kind is
   "inconclusive", and it says which operation (never silently skipped).
+
+Every call is replayed in one tracking block (opened once: its cost is paid once, not per call);
+what replay does besides running the module (substituting extremes, copying integer tensors,
+judging) bypasses tracking, so that only the module's own operations and the casts are tracked.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 import torch
 
+from ...adapters.torch import internal
 from ...errors import UnsupportedOperation
 from ...tracking.track import track
 from ..verdict import Verdict, classify
@@ -52,13 +57,18 @@ def module_dtype(module: torch.nn.Module, fallback: torch.dtype) -> torch.dtype:
 
 
 def cast_to(dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A fresh copy of a tensor, floating ones in ``dtype`` (under tracking: the cast is
-    bounded)."""
+    """A fresh copy of a tensor, floating ones in ``dtype``. Under tracking only the cast is
+    tracked (and bounded): the substitution of a format's extremes and the copies of integer
+    tensors bypass tracking, as they make no rounding (a recorded reference value is an exact
+    input)."""
 
     def cast(t: torch.Tensor) -> torch.Tensor:
         if t.is_floating_point():
-            return as_extremes_of(t, dtype).to(dtype, copy=True)
-        return t.clone()
+            with internal():
+                extremes = as_extremes_of(t, dtype)
+            return extremes.to(dtype, copy=True)
+        with internal():
+            return t.clone()
 
     return cast
 
@@ -68,11 +78,14 @@ def as_extremes_of(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     docstring); ``t`` itself when it holds none."""
     if t.dtype == dtype or not t.is_floating_point() or not dtype.is_floating_point:
         return t
-    own, other = torch.finfo(t.dtype).max, torch.finfo(dtype).max
-    top, bottom = t == own, t == -own
-    if not (bool(top.any()) or bool(bottom.any())):
+    if t.numel() == 0:
         return t
-    return torch.where(top, other, torch.where(bottom, -other, t))
+    own = torch.finfo(t.dtype).max
+    low, high = torch.aminmax(t)
+    if -own < float(low) and float(high) < own:
+        return t
+    other = torch.finfo(dtype).max
+    return torch.where(t == own, other, torch.where(t == -own, -other, t))
 
 
 class Replay:
@@ -93,6 +106,7 @@ class Replay:
         self.isolate = isolate
         self.max_resolution = max_resolution
         self.forwards: dict[str, Callable[..., Any]] = {}
+        self.casts: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
         # the state of the call being replayed
         self.frame: list[int] | None = None
         self.used: set[int] = set()
@@ -102,7 +116,9 @@ class Replay:
     @contextlib.contextmanager
     def installed(self) -> Iterator[Replay]:
         """Give every custom module a forward that answers from the reference when isolated,
-        and restore the modules' own forwards afterwards."""
+        open the one tracking block every call is replayed in (strict: a call that meets an
+        operation without a rule is left unjudged, module docstring), and restore the modules'
+        own forwards afterwards."""
         saved: dict[str, Any] = {}
         for path, module in self.modules.items():
             own = module.__dict__.get("forward")
@@ -111,13 +127,22 @@ class Replay:
             self.forwards[path] = real
             module.forward = self._stub(path, module, real)
         try:
-            yield self
+            with torch.no_grad(), track(strict=True):
+                yield self
         finally:
             for path, module in self.modules.items():
                 if saved[path] is None:
                     del module.forward
                 else:
                     module.forward = saved[path]
+
+    def _cast(self, path: str) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The cast to the dtype of the module at ``path`` (looked up once per path)."""
+        cast = self.casts.get(path)
+        if cast is None:
+            cast = cast_to(module_dtype(self.modules[path], self.input_dtype))
+            self.casts[path] = cast
+        return cast
 
     def _stub(
         self, path: str, module: torch.nn.Module, real: Callable[..., Any]
@@ -140,13 +165,14 @@ class Replay:
                     self.frame = frame
             self.used.add(match)
             called = self.calls[match]
-            self._judge(
-                f"input of {called.path or '<root>'}: ",
-                _inputs(args, kwargs),
-                _inputs(called.args, called.kwargs),
-                self.handed,
-            )
-            return map_tensors(called.output, cast_to(module_dtype(module, self.input_dtype)))
+            with internal():
+                self._judge(
+                    f"input of {called.path or '<root>'}: ",
+                    _inputs(args, kwargs),
+                    _inputs(called.args, called.kwargs),
+                    self.handed,
+                )
+            return map_tensors(called.output, self._cast(path))
 
         return forward
 
@@ -179,30 +205,30 @@ class Replay:
             into.append((prefix + label, verdict))
 
     def replay(self, call: RecordedCall) -> ModuleCall:
-        """Run one recorded call on the custom model and judge it."""
+        """Run one recorded call on the custom model and judge it (inside :meth:`installed`)."""
         module = self.modules[call.path]
-        cast = cast_to(module_dtype(module, self.input_dtype))
+        cast = self._cast(call.path)
         self.used, self.handed, self.problems = set(), [], []
         outputs: list[tuple[str, Verdict]] = []
         unjudged = ""
         try:
-            with torch.no_grad(), track(strict=True):  # a gap: the call is not judged
-                args = map_tensors(call.args, cast)
-                kwargs = map_tensors(call.kwargs, cast)
-                self.frame = list(call.frame) if self.isolate else None
-                try:
-                    output = self.forwards[call.path](*args, **kwargs)
-                finally:
-                    self.frame = None
-        except UnsupportedOperation as error:
+            args = map_tensors(call.args, cast)
+            kwargs = map_tensors(call.kwargs, cast)
+            self.frame = list(call.frame) if self.isolate else None
+            try:
+                output = self.forwards[call.path](*args, **kwargs)
+            finally:
+                self.frame = None
+        except UnsupportedOperation as error:  # a gap: the call is not judged
             unjudged = f"not judged: {error}"
         else:
-            self._judge(
-                "",
-                floating_leaves(output, "output"),
-                floating_leaves(call.output, "output"),
-                outputs,
-            )
+            with internal():
+                self._judge(
+                    "",
+                    floating_leaves(output, "output"),
+                    floating_leaves(call.output, "output"),
+                    outputs,
+                )
         return ModuleCall(
             index=call.index,
             path=call.path,
