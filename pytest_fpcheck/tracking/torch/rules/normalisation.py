@@ -17,11 +17,11 @@ from ....interval.kernels import (
 )
 from ....interval.rounding import up
 from ..context import RuleContext
+from ._batch_norm_training import batch_norm_training
 from ._common import (
     F64,
     Array,
     constant,
-    raise_unsupported,
     rule,
 )
 from .reductions import moments
@@ -144,8 +144,8 @@ def _batch_norm(ctx: RuleContext) -> Any:
     no_training = ctx.call.functional == "aten._native_batch_norm_legit_no_training"
     training = False if no_training else bool(ctx.arg(5, "training"))
     eps = float(ctx.arg(6 if no_training else 7, "eps"))
-    if training:
-        raise_unsupported(ctx, "batch_norm in training mode")
+    if training:  # float32 and float64 as ATen's kernel computes them; others decomposed
+        return batch_norm_training(ctx, x, weight, bias, eps)
     shape = (1, x.shape[1]) + (1,) * (x.dim() - 2)
 
     def per_channel(t: Any) -> Interval | None:

@@ -1,0 +1,231 @@
+"""Batch norm in training mode on a contiguous float32 or float64 input on the CPU, as ATen's
+kernel computes it (``batch_norm_cpu_collect_stats_contiguous_impl`` and
+``batch_norm_cpu_update_stats_template``), with the input's width propagated by a mean-value
+form. Called by the batch-norm rule (:mod:`.normalisation`); every other case (float16,
+bfloat16, channels-last memory, which accumulate in the tensor's own format) is refused and
+bounded through the decomposition (:mod:`..decompose`), as before.
+
+**The statistics.** For each channel, over its n = N H W elements, the kernel sums the inputs in
+double, rounds ``sum / n`` to the tensor's format (``mean``), sums ``(x - mean)^2``, each term
+computed in that format, in double, stores the sum in that format and computes
+``invstd = 1 / sqrt(var_sum / n + eps)`` in double before storing it. With u the format's unit
+round-off and d = 2**-53, the double sums err by gamma_n(d) of the sum of magnitudes, each
+squared deviation by gamma_3(u), the stored sum by u: far below the order-free gamma_{2n+2}(u)
+of the layer-norm rule (:func:`~pytest_fpcheck.interval.kernels.moments_rows`), which holds for
+any algorithm in the tensor's format. The rule encloses the mean over the input's box (its
+exact row sums widened by both double sums' errors, rounded outward onto the format), the sum
+of squared deviations over the box and the mean's enclosure (each deviation interval's least
+and greatest square) widened by rho = gamma_5(u) + gamma_{n+2}(d), and invstd from it; the
+exact mean and invstd are inside too.
+
+Where a deviation, its square or the stored sum may overflow the format, the sum is infinite
+and invstd 0: its enclosure then reaches 0.
+
+**The output** ``x * (invstd w) + (b - mean invstd w)`` is enclosed twice, and the rule keeps the
+intersection:
+
+* by interval evaluation of ``(x - mean) invstd w + b`` over the boxes in float64, widened by
+  the allowance of either evaluation order ATen uses, ``6 u (|x| + |mean|) |invstd w| + 2 u |b|``
+  plus 8 smallest subnormals times ``1 + |x| + |mean| + |w|`` for underflow (the layer-norm
+  rule's allowance);
+* by a mean-value form around the input's computed values x^ (RENDER section III-B-1 keeps the
+  exact range; this encloses it). The normalisation y = (x - m) r, r = (v + eps)^(-1/2), has
+  the derivative dy_i / dx_j = r (delta_ij - 1/n - y_i y_j / n); over the box r <= r_hi and
+  |y| <= Y (the interval bound, and sqrt(n - 1) always: the normalised values have mean 0 and
+  mean square at most 1), so with R_j the box's radius around x^_j,
+  |y_i(x) - y_i(x^)| <= r_hi (R_i + sum_j R_j / n + Y_i sum_j R_j Y_j / n). y(x^) itself is
+  enclosed in float64 arithmetic (every step outward). The kernel's value at the actual input
+  differs from the exact one by its statistics' rounding, |mean - m| r + |y| |invstd / r - 1|
+  (bounded from the errors above: |var_f - v| <= dm^2 + rho (v + dm^2)), and by the affine
+  evaluation's allowance.
+
+Interval evaluation multiplies the input's width by about 14 / sigma in a normalisation (x and
+its mean and spread taken as independent); the mean-value form by about (2 + |y|) / sigma.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from ....interval import elementwise as ew
+from ....interval.core import Interval, gamma
+from ....interval.kernels import moments_rows
+from ....interval.rounding import down, down_to, up, up_to
+from ..context import RuleContext
+from ._common import F64, raise_unsupported
+
+__all__ = ["batch_norm_training"]
+
+_D = 2.0**-53
+
+
+def _rows(v: np.ndarray, channels: int) -> np.ndarray:
+    """(N, C, ...) as (C, N * ...): each channel's elements, one row."""
+    return np.ascontiguousarray(np.moveaxis(v, 1, 0).reshape(channels, -1))
+
+
+def _per_channel(ctx: RuleContext, t: Any, channels: int) -> Interval | None:
+    if t is None:
+        return None
+    return ctx.operand(t, ctx.compute).map(lambda v: np.broadcast_to(v, (channels,)).reshape(-1, 1))
+
+
+def batch_norm_training(
+    ctx: RuleContext, x: torch.Tensor, weight: Any, bias: Any, eps: float
+) -> tuple[Interval, Interval, Interval]:
+    """(output, save_mean, save_invstd) of ``native_batch_norm`` in training mode (module
+    docstring); refuses what it does not model."""
+    fmt = ctx.fmt
+    if fmt.name not in ("float32", "float64") or x.device.type != "cpu":
+        raise_unsupported(ctx, f"batch_norm in training mode on {fmt.name} ({x.device.type})")
+    if not x.is_contiguous() or x.dim() < 2 or x.numel() == 0:
+        raise_unsupported(ctx, "batch_norm in training mode on a non-contiguous input")
+    channels = x.shape[1]
+    n = x.numel() // channels
+    if n >= 2**20:
+        raise_unsupported(ctx, f"batch_norm in training mode over {n} elements per channel")
+    u = fmt.unit_roundoff
+    box = ctx.interval(x)
+    lo, hi = _rows(box.lo, channels), _rows(box.hi, channels)
+    centre = _rows(ctx.values(x), channels)
+    with np.errstate(over="ignore", invalid="ignore"):
+        magnitude = np.maximum(np.abs(lo), np.abs(hi))
+        total = up(magnitude.sum(axis=1) * (1 + (n + 2) * 2.0**-52))
+        # both double sums (the kernel's, and this one of the ends) err by gamma_n(d) * total
+        error = up(2 * gamma(n + 1, _D) * total)
+        mean_lo = down(down(down(lo.sum(axis=1) * 1.0) - error) / n)
+        mean_hi = up(up(up(hi.sum(axis=1) * 1.0) + error) / n)
+        mean = Interval(down_to(mean_lo, fmt), up_to(mean_hi, fmt)).map(lambda v: v.reshape(-1, 1))
+        low_dev, high_dev = lo - mean.hi, hi - mean.lo
+        straddles = (low_dev < 0) & (high_dev > 0)
+        small = np.where(straddles, 0.0, np.minimum(np.abs(low_dev), np.abs(high_dev)))
+        large = np.maximum(np.abs(low_dev), np.abs(high_dev))
+        rho = gamma(5, u) + gamma(n + 2, _D)
+        slack = (n + 2) * 2.0**-52
+        tiny = n * fmt.smallest_subnormal
+        q_lo = np.maximum(down((small * small).sum(axis=1) * (1 - slack) * (1 - rho) - tiny), 0.0)
+        q_hi = up((large * large).sum(axis=1) * (1 + slack) * (1 + rho) + tiny)
+        v_lo, v_hi = down(q_lo / n), up(q_hi / n)
+        r_lo = down_to(down(1.0 / np.sqrt(v_hi + eps) * (1 - 8 * _D)), fmt)
+        r_hi = up_to(up(1.0 / np.sqrt(v_lo + eps) * (1 + 8 * _D)), fmt)
+        # a deviation or its square in the format, or the stored sum, may overflow: the sum
+        # is then infinite and invstd 0
+        overflow = (large.max(axis=1) >= math.sqrt(fmt.max_finite) / 2) | (
+            q_hi >= fmt.max_finite / 2
+        )
+        r_lo = np.where(overflow, 0.0, r_lo)
+    if not (np.isfinite(mean.lo).all() and np.isfinite(mean.hi).all()):
+        raise_unsupported(ctx, "batch_norm in training mode on inputs that may overflow")
+    rstd = Interval(r_lo.reshape(-1, 1), r_hi.reshape(-1, 1))
+    w, b = _per_channel(ctx, weight, channels), _per_channel(ctx, bias, channels)
+    rows = Interval(lo, hi)
+    mean_error = up(u * mean.magnitude() + error.reshape(-1, 1) / n + 4 * _D * mean.magnitude())
+    allowance = _affine_allowance(ctx, rows, mean, rstd, w, b)
+    naive = _affine(rows, mean, rstd, w, b).widen(allowance).to_format(fmt)
+    tight = _mean_value_form(ctx, rows, centre, mean, rstd, w, b, mean_error, allowance, eps, n)
+    if tight is not None and not overflow.any():  # the form holds where invstd is not 0
+        naive = Interval(np.maximum(naive.lo, tight.lo), np.minimum(naive.hi, tight.hi))
+    shape = x.shape
+    moved = (shape[1], shape[0], *shape[2:])
+
+    def back(v: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.moveaxis(v.reshape(moved), 0, 1))
+
+    return (
+        naive.map(back),
+        mean.map(lambda v: v.reshape(-1)),
+        rstd.map(lambda v: v.reshape(-1)),
+    )
+
+
+def _affine(
+    y: Interval, mean: Interval, rstd: Interval, w: Interval | None, b: Interval | None
+) -> Interval:
+    """(y - mean) rstd w + b over the boxes, in float64, every step outward."""
+    out = ew.mul(ew.sub(y, mean, F64), rstd, F64)
+    if w is not None:
+        out = ew.mul(out, w, F64)
+    return out if b is None else ew.add(out, b, F64)
+
+
+def _affine_allowance(
+    ctx: RuleContext,
+    rows: Interval,
+    mean: Interval,
+    rstd: Interval,
+    w: Interval | None,
+    b: Interval | None,
+) -> np.ndarray:
+    """What ATen's evaluation of the affine normalisation in the format adds (module
+    docstring)."""
+    fmt = ctx.fmt
+    u = fmt.unit_roundoff
+    w_mag = w.magnitude() if w is not None else 1.0
+    b_mag = b.magnitude() if b is not None else 0.0
+    x_mag, m_mag = rows.magnitude(), mean.magnitude()
+    with np.errstate(over="ignore", invalid="ignore"):
+        allowance = 6 * u * (x_mag + m_mag) * rstd.hi * w_mag + 2 * u * b_mag
+        allowance = allowance + 8 * fmt.smallest_subnormal * (1 + x_mag + m_mag + w_mag)
+        result: np.ndarray = up(allowance * (1 + 2.0**-40))
+    return np.where(np.isnan(result), np.inf, result)
+
+
+def _mean_value_form(
+    ctx: RuleContext,
+    rows: Interval,
+    centre: np.ndarray,
+    mean: Interval,
+    rstd: Interval,
+    w: Interval | None,
+    b: Interval | None,
+    mean_error: np.ndarray,
+    allowance: np.ndarray,
+    eps: float,
+    n: int,
+) -> Interval | None:
+    """The mean-value enclosure of the output (module docstring), rounded outward onto the
+    format; None where the statistics' rounding is too large for it to be worth it."""
+    fmt = ctx.fmt
+    u = fmt.unit_roundoff
+    if eps <= 0:
+        return None  # the statistics' rounding is then unbounded relative to the variance
+    # y(x^) exactly: float64 statistics of the point, every step outward
+    m_lo, m_hi, var_lo, var_hi = moments_rows(centre, centre, 0.0, F64)
+    centre_mean = Interval(m_lo.reshape(-1, 1), m_hi.reshape(-1, 1))
+    shifted = ew.add(Interval(var_lo, var_hi), Interval.point(np.asarray(eps)), F64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        centre_rstd = Interval(
+            down(1.0 / up(np.sqrt(shifted.hi))), up(1.0 / down(np.sqrt(shifted.lo)))
+        )
+    centre_rstd = centre_rstd.map(lambda v: v.reshape(-1, 1))
+    y_hat = ew.mul(ew.sub(Interval.point(centre), centre_mean, F64), centre_rstd, F64)
+    # |y| over the box: the interval bound, and sqrt(n - 1) for the exact function
+    y_box = ew.mul(ew.sub(rows, mean, F64), rstd, F64).magnitude()
+    bound = np.minimum(y_box, math.sqrt(max(n - 1, 0)) * (1 + 2.0**-40))
+    with np.errstate(over="ignore", invalid="ignore"):
+        radius = np.maximum(centre - rows.lo, rows.hi - centre)
+        spread = (
+            radius.sum(axis=1, keepdims=True) + bound * (radius * bound).sum(axis=1, keepdims=True)
+        ) / n
+        delta_y = up((radius + spread) * rstd.hi * (1 + 2.0**-40))
+        # the kernel's statistics at the actual input: |mean - m| and invstd / r - 1
+        rho = gamma(5, u) + gamma(n + 2, _D)
+        kappa = up((rho + (1 + rho) * mean_error * mean_error / eps + u + 8 * _D) * (1 + 2.0**-30))
+    if not np.all(kappa < 0.25):
+        return None
+    w_mag = w.magnitude() if w is not None else 1.0
+    statistics = mean_error * rstd.hi + bound * kappa
+    with np.errstate(over="ignore", invalid="ignore"):
+        widening = up(((delta_y + statistics) * w_mag + allowance) * (1 + 2.0**-40))
+    out = y_hat
+    if w is not None:
+        out = ew.mul(out, w, F64)
+    if b is not None:
+        out = ew.add(out, b, F64)
+    return ew.everything_where_nan(
+        out.widen(np.where(np.isnan(widening), np.inf, widening))
+    ).to_format(fmt)
