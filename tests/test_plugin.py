@@ -379,7 +379,7 @@ def test_fpcheck_tracks_tests_and_summarises_verdicts(pytester: pytest.Pytester)
             "*= fpcheck: round-off verdicts =*",
             "verdict              outside dtype            radius  test",
             "bug                    4 / 4 float32               0  test_tracked.py::test_planted_bug",
-            "roundoff             0 / 128 float16             0.5  test_tracked.py::test_half_matmul",
+            "roundoff             0 / 128 float16           0.166  test_tracked.py::test_half_matmul",
             "radius: median radius of the round-off enclosure, in ULPs of the result's format",
             "2 verdicts: 1 bug, 1 roundoff",
         ]
