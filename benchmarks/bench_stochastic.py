@@ -13,8 +13,9 @@ Sections (``--section``, default all):
   and range over the seeds): the soundness campaign's random programs (against their exact
   mpmath value), an 8-layer bfloat16 MLP and a bfloat16 transformer block (against float64).
 * ``triton``: the same for Triton kernels run by the interpreter (``TRITON_INTERPRET=1``, set
-  here): the softmax, matmul and layer norm kernels of tests/stochastic/kernels.py against their
-  float64 PyTorch references (part of ``all``).
+  here): the softmax, matmul and layer norm kernels of tests/stochastic/kernels.py, inputs in the
+  kernel's format, against their float64 PyTorch references; then the softmax with its input
+  converted inside the function (part of ``all``).
 * ``power``: planted bugs (the output of one layer scaled by ``1 + 16u`` and ``1 + 64u``, ``u``
   bfloat16's unit round-off) in an 8-layer bfloat16 MLP and a 4-block bfloat16 transformer:
   the fraction of seeds whose verdict is "bug"; beside it, what the rigorous bounds
@@ -145,28 +146,38 @@ def calibration(seeds: int, samples: int) -> None:
     print()
 
 
-def triton_kernels(seeds: int, samples: int) -> None:
-    """The calibration of :func:`calibration` on the Triton kernels of tests/stochastic/kernels.py."""
+def triton_kernels(seeds: int, samples: int, only: str = "") -> None:
+    """The calibration of :func:`calibration` on the Triton kernels of tests/stochastic/kernels.py
+    (inputs in the kernel's format, as the examples give them), then the softmax with its input
+    converted inside the function. ``only``: run the cases whose name contains it."""
     os.environ["TRITON_INTERPRET"] = "1"
-    from tests.stochastic.kernels import KERNELS
+    from tests.stochastic.kernels import CONVERTING, KERNELS
 
     print(
-        f"## Triton kernels: false Type-II rate at confidence 0.999, {seeds} seeds, {samples} samples"
+        f"## Triton kernels: false Type-II rate at confidence 0.999, {seeds} seeds, "
+        f"{samples} samples"
     )
-    for name, (run, reference, shape, dtype) in KERNELS.items():
+    cases = {**KERNELS, "softmax, 16x100, float16, input converted inside fn": CONVERTING}
+    for name, (run, reference, draw, dtype) in cases.items():
+        if only not in name:
+            continue
         start = time.perf_counter()
         kinds: dict[str, int] = {}
-        ratios = []
+        ratios, flagged = [], []
         for s in range(seeds):
-            x = torch.randn(*shape, generator=torch.Generator().manual_seed(1000 + s))
-            kind, estimated, actual = verdict_trial(run, reference, x, dtype, s, samples)
+            kind, estimated, actual = verdict_trial(
+                run, reference, draw(1000 + s), dtype, s, samples
+            )
             kinds[kind] = kinds.get(kind, 0) + 1
             ratios.append(estimated / actual)
+            if kind == "bug":
+                flagged.append(s)
         r = np.array(ratios)
         print(
-            f"{name}: verdicts {kinds}; false Type-II {kinds.get('bug', 0) / seeds:.2%}; "
-            f"estimated/actual spread median {np.median(r):.2f} (range {r.min():.2f}-{r.max():.2f}) "
-            f"[{time.perf_counter() - start:.0f} s]"
+            f"{name}: verdicts {kinds}; false Type-II {kinds.get('bug', 0) / seeds:.2%} "
+            f"(seeds {flagged}); estimated/actual spread median {np.median(r):.2f} "
+            f"(range {r.min():.2f}-{r.max():.2f}) [{time.perf_counter() - start:.0f} s]",
+            flush=True,
         )
     print()
 
@@ -333,6 +344,9 @@ def main() -> None:
     parser.add_argument("--power-seeds", type=int, default=40)
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--only", default="", help="triton section: the kernels whose name contains this"
+    )
     options = parser.parse_args()
     torch.set_num_threads(options.threads)
     print(
@@ -346,7 +360,7 @@ def main() -> None:
     if options.section == "programs":
         random_programs(options.seeds, options.samples)
     if options.section in ("all", "triton"):
-        triton_kernels(options.seeds, options.samples)
+        triton_kernels(options.seeds, options.samples, options.only)
     if options.section in ("all", "power"):
         power(options.power_seeds, options.samples)
     if options.section in ("all", "cost"):

@@ -3,8 +3,7 @@ benchmarks/bench_stochastic.py): the fused softmax and blocked matmul of the exa
 (examples/test_triton_kernels.py) and a layer norm, each as ``run(dtype, x)`` with its float64
 PyTorch reference (``reference(torch.float64, x)``), as tests/stochastic/calibration.py's
 ``verdict_trial`` takes them. (The matmul runs in float16: triton 3.9's interpreter multiplies
-bfloat16 bit patterns in ``tl.dot``.) The input is converted to ``dtype`` inside ``run``: in a
-stochastic run that conversion is rounded at random too, as a model's weights are."""
+bfloat16 bit patterns in ``tl.dot``.)"""
 
 from __future__ import annotations
 
@@ -59,23 +58,35 @@ def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK: tl.constex
     tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _parameters(*shape: int, seed: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+def _on_grid(dtype: torch.dtype, *shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
+    """Normal numbers times ``scale``, rounded to ``dtype`` and held in float32 (exactly)."""
+    values = scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return values.to(dtype).to(torch.float32)
 
 
 def softmax(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
     """Row softmax of ``x`` (rows of at most 128) in ``dtype``, statistics in float32."""
-    x = (3 * x).to(dtype)
+    x = x.to(dtype)
     y = torch.empty_like(x)
     softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=128)
     return y
 
 
 def softmax_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(3 * x.to(dtype), dim=-1)
+    return torch.softmax(x.to(dtype), dim=-1)
 
 
-_B = _parameters(64, 32, seed=7) / 8
+def softmax_converting(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    """:func:`softmax` of ``3 x`` converted to ``dtype`` inside the function: against the float64
+    softmax of ``3 x``, the input's rounding is part of the error (and of the samples)."""
+    return softmax(dtype, 3 * x)
+
+
+def softmax_converting_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    return softmax_reference(dtype, 3 * x)
+
+
+_B = _on_grid(torch.float16, 64, 32, seed=7, scale=1 / 8)
 
 
 def matmul(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
@@ -92,7 +103,8 @@ def matmul_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
     return x.to(dtype) @ _B.to(dtype)
 
 
-_W, _BIAS = 1 + _parameters(96, seed=8) / 4, _parameters(96, seed=9) / 4
+_W = 1 + _on_grid(torch.bfloat16, 96, seed=8, scale=1 / 4)
+_BIAS = _on_grid(torch.bfloat16, 96, seed=9, scale=1 / 4)
 
 
 def layer_norm(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
@@ -110,10 +122,38 @@ def layer_norm_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
 
 
 Run = Callable[[torch.dtype, torch.Tensor], torch.Tensor]
+Draw = Callable[[int], torch.Tensor]
 
-#: name -> (run, reference, the input's shape, dtype)
-KERNELS: dict[str, tuple[Run, Run, tuple[int, ...], torch.dtype]] = {
-    "softmax, 16x100, float16": (softmax, softmax_reference, (16, 100), torch.float16),
-    "matmul, 32x64 @ 64x32, float16": (matmul, matmul_reference, (32, 64), torch.float16),
-    "layer norm, 16x96, bfloat16": (layer_norm, layer_norm_reference, (16, 96), torch.bfloat16),
+#: name -> (run, reference, draw(seed) -> the input, already on the kernel format's grid, dtype):
+#: as the examples use the kernels (examples/test_triton_kernels.py), inputs and parameters are
+#: given in the kernel's format and the reference starts from them, so the error is the
+#: kernel's own
+KERNELS: dict[str, tuple[Run, Run, Draw, torch.dtype]] = {
+    "softmax, 16x100, float16": (
+        softmax,
+        softmax_reference,
+        lambda seed: _on_grid(torch.float16, 16, 100, seed=seed, scale=3.0),
+        torch.float16,
+    ),
+    "matmul, 32x64 @ 64x32, float16": (
+        matmul,
+        matmul_reference,
+        lambda seed: _on_grid(torch.float16, 32, 64, seed=seed),
+        torch.float16,
+    ),
+    "layer norm, 16x96, bfloat16": (
+        layer_norm,
+        layer_norm_reference,
+        lambda seed: _on_grid(torch.bfloat16, 16, 96, seed=seed),
+        torch.bfloat16,
+    ),
 }
+
+#: the softmax with its input converted inside the function, against the float64 softmax of the
+#: unconverted input (benchmarks/bench_stochastic.py reports it apart)
+CONVERTING: tuple[Run, Run, Draw, torch.dtype] = (
+    softmax_converting,
+    softmax_converting_reference,
+    lambda seed: torch.randn(16, 100, generator=torch.Generator().manual_seed(seed)),
+    torch.float16,
+)
