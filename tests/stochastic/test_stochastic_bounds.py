@@ -257,6 +257,25 @@ def test_an_outer_tracker_does_not_see_the_randomly_rounded_runs() -> None:
     assert np.array_equal(inside.lo, outside.lo)
 
 
+def test_a_run_subscribes_as_the_rounder_hiding_the_blocks_around_it() -> None:
+    """The Triton instrumentation asks tracking/core/observe.py whom to tell: inside a randomly
+    rounded run, the run (a rounder) and no tracker or watch opened before it; a tracker
+    opened inside the run is found again."""
+    from pytest_fpcheck.stochastic.mode import StochasticMode
+    from pytest_fpcheck.stochastic.rounding import Pools, SampleRandom
+    from pytest_fpcheck.tracking.core.observe import bounder, rounder, watcher
+
+    with fp.track() as tracker, fp.watch_nonfinite():
+        with StochasticMode(SampleRandom(Pools.shared(), 1, 0)) as mode:
+            assert rounder() is mode
+            assert bounder() is None
+            assert watcher() is None
+            with fp.track() as inner:
+                assert bounder() is inner
+        assert rounder() is None
+        assert bounder() is tracker
+
+
 def test_an_overflow_in_a_run_leaves_no_estimate() -> None:
     x = torch.tensor([60000.0, 1.0], dtype=torch.float16)
     b = stochastic_bounds(
