@@ -59,10 +59,15 @@ def _nearest(ctx: RuleContext, *operands: Any) -> bool:
 
 
 def _scaled(ctx: RuleContext, x: Any, alpha: Any) -> Interval:
+    """alpha * x as add and sub use it: ATen's float16/bfloat16 CPU kernel rounds the product
+    to the tensor's format before the sum (``torch.add(a, b, alpha=3)`` in bfloat16 gave
+    RN(a + RN(3 b)), a ULP off RN(a + 3 b)), other paths round it to the compute format or not
+    at all; the tensor's format is the coarser grid, so rounding outward onto it (alpha too)
+    encloses every one of them."""
     operand = ctx.operand(x)
     if alpha is None or alpha == 1:
         return operand
-    return ew.mul(operand, ctx.operand(alpha, ctx.compute), ctx.compute, operand_bits=64)
+    return ew.mul(operand, ctx.operand(alpha), ctx.fmt, operand_bits=64)
 
 
 @rule("aten.add", "aten.sub", "aten.rsub")
