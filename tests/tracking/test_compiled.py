@@ -7,6 +7,7 @@ graph a plain run records; TorchScript's constant scalars reach the modes intact
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -159,3 +160,24 @@ def test_a_wrapped_number_reaches_the_modes_as_the_tensor_it_was(op, args, plain
             assert torch.equal(out, expected)
         else:
             assert out == expected
+
+
+def test_a_compiled_module_is_called_as_in_a_plain_run() -> None:
+    """torch.compile(module) warns when any global module hook is set, as the package's module
+    paths are while a block is open; they are set aside while the compiled module runs."""
+    dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    x = torch.randn(2, 3)
+    plain = compiled(x)
+    dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fp.watch_nonfinite(), fp.track() as tracker:
+            out = compiled(x)
+            after = model(x) * 2  # module paths still reach what the modes see
+    assert torch.equal(out, plain)
+    assert [g.op for g in tracker.gaps.values()] == ["torch.compile(Sequential)"]
+    assert "Sequential.0" in fp.bounds_of(after).provenance.describe()
+    assert not torch.nn.modules.module._has_any_global_hook()

@@ -24,10 +24,14 @@ from pytest_fpcheck.tracking.core.observe import (
 class _Bounder:
     def __init__(self, mode: str = "rigorous") -> None:
         self.mode = mode
+        self.strict = True
         self.bounded = 0
 
     def kernel_bounded(self) -> None:
         self.bounded += 1
+
+    def kernel_gap(self, kernel: str, source: Any, error: Exception, written: list[Any]) -> None:
+        raise AssertionError("no launch is refused here")
 
 
 class _Watcher:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -289,16 +290,71 @@ class _Block(torch.nn.Module):
         return x + self.drop(self.mlp(self.ln_2(x))) * scale
 
 
+class _HalfAttention(torch.nn.Module):
+    """Grouped-query causal attention through ``F.scaled_dot_product_attention`` in a half
+    format (the fused CPU kernel, which tracking runs itself), with dropout around it."""
+
+    def __init__(self, dtype: torch.dtype, width: int = 16, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q = torch.nn.Linear(width, width, dtype=dtype)
+        self.kv = torch.nn.Linear(width, width, dtype=dtype)
+        self.drop = torch.nn.Dropout(0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        d = c // self.heads
+        x = self.drop(x.to(self.q.weight.dtype))
+        q = self.q(x).view(b, t, self.heads, d).transpose(1, 2)
+        k, v = (
+            z.view(b, t, self.heads // 2, d).transpose(1, 2) for z in self.kv(x).split(c // 2, -1)
+        )
+        y = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, is_causal=True, enable_gqa=True
+        )
+        return self.drop(y.transpose(1, 2).reshape(b, t, c)).float()
+
+
+class _Compiled(torch.nn.Module):
+    """A block whose middle is ``torch.compile``'d with ``fullgraph=True`` (and dropout inside
+    the compiled graph): compiled inside the tracked block, it runs without the modes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(12, 16)
+        self.middle = torch.compile(
+            torch.nn.Sequential(torch.nn.GELU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 16)),
+            fullgraph=True,
+            backend="aot_eager",
+        )
+        self.last = torch.nn.Linear(16, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.last(torch.relu(self.middle(self.first(x)))) + 0.01 * torch.randn(5)
+
+
 def _mlp() -> torch.nn.Module:
     return torch.nn.Sequential(
         torch.nn.Linear(12, 32), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(32, 5)
     )
 
 
-@pytest.mark.parametrize(("build", "shape"), [(_Block, (2, 5, 16)), (_mlp, (7, 12))])
+@pytest.mark.parametrize(
+    ("build", "shape"),
+    [
+        (_Block, (2, 5, 16)),
+        (_mlp, (7, 12)),
+        (functools.partial(_HalfAttention, torch.bfloat16), (2, 6, 16)),
+        (functools.partial(_HalfAttention, torch.float16), (2, 6, 16)),
+        (_Compiled, (7, 12)),
+    ],
+    ids=["block", "mlp", "sdpa-bfloat16", "sdpa-float16", "compiled"],
+)
 @pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
 def test_tracked_models_compute_what_plain_ones_compute(build, shape, backward) -> None:
     def run() -> tuple[torch.Tensor, ...]:
+        torch._dynamo.reset()  # a compiled graph is compiled again, inside the block
         torch.manual_seed(1)
         model = build().train()
         x = torch.randn(*shape)

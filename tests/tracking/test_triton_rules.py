@@ -100,8 +100,46 @@ def test_reduce_with_an_add_combine_is_bounded_like_a_sum() -> None:
 
 
 def test_reduce_with_another_combine_raises_naming_it() -> None:
-    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="'_times_plus'"):
+    with fp.track(strict=True), pytest.raises(fp.UnsupportedOperation, match="'_times_plus'"):
         product_reduce_kernel[(1,)](torch.rand(16), torch.empty(1), BLOCK=16)
+
+
+@triton.jit
+def in_place_product_kernel(x_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets)
+    tl.store(x_ptr + offsets, x + 1.0)  # written before tracking refuses the reduction
+    tl.store(x_ptr + offsets, x + tl.reduce(x, 0, _times_plus))
+
+
+def test_a_refused_launch_runs_plainly_once_and_what_it_wrote_is_a_gap() -> None:
+    """Outside strict mode a launch tracking cannot bound runs as in a plain run (its memory
+    restored from before the refused instrumented run, so an in-place kernel is applied once)
+    and what it changed has no bounds; what it only read keeps its bounds."""
+    torch.manual_seed(0)
+    x = torch.rand(16)
+    plain = x * (torch.ones(16) / 3)
+    in_place_product_kernel[(1,)](plain, BLOCK=16)
+    with fp.track() as tracker:
+        scale = torch.ones(16) / 3  # read only, tracked
+        y = x * scale
+        in_place_product_kernel[(1,)](y, BLOCK=16)
+        out = torch.empty(1)
+        product_reduce_kernel[(1,)](scale, out, BLOCK=16)
+    assert torch.equal(y, plain)
+    for written in (y, out):
+        bounds = fp.bounds_of(written)
+        assert np.isneginf(bounds.lo).all()
+        assert np.isposinf(bounds.hi).all()
+        assert "triton:" in bounds.notes[0]
+    assert np.isfinite(fp.bounds_of(scale).hi).all()
+    gaps = {g.op: g for g in tracker.gaps.values()}
+    assert set(gaps) == {"triton:in_place_product_kernel", "triton:product_reduce_kernel"}
+    gap = gaps["triton:in_place_product_kernel"]
+    assert (gap.reason, gap.count) == ("no rule", 1)
+    assert "'_times_plus'" in gap.message
+    assert gap.source is not None
+    assert gap.source[0] == __file__
 
 
 @triton.jit
@@ -112,7 +150,7 @@ def argmax_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyp
 
 def test_storing_an_argmax_that_rounding_may_change_raises() -> None:
     x = torch.tensor([1.0, 1 + 2**-23, 0.5, 0.25])  # x / 3 (2 ULP): the top two overlap
-    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="depends on rounding"):
+    with fp.track(strict=True), pytest.raises(fp.UnsupportedOperation, match="depends on rounding"):
         argmax_kernel[(1,)](x, torch.empty(1, dtype=torch.int32), BLOCK=4)
     decided = torch.tensor([1.0, 4.0, 0.5, 0.25])
     out = torch.empty(1, dtype=torch.int32)
@@ -131,7 +169,10 @@ def test_values_the_interpreter_computes_wrongly_are_refused() -> None:
     """Triton 3.9's interpreter adds bfloat16 bit patterns as integers: what it stores lies
     outside the bounds of real bfloat16 arithmetic, and tracking says so at the launch."""
     x = torch.tensor([0.5, 1.5, 2.0, -1.0], dtype=torch.bfloat16)
-    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="computed them wrongly"):
+    with (
+        fp.track(strict=True),
+        pytest.raises(fp.UnsupportedOperation, match="computed them wrongly"),
+    ):
         bf16_add_kernel[(1,)](x, x, torch.empty_like(x), BLOCK=4)
 
 
@@ -217,7 +258,7 @@ def branching_kernel(x_ptr, out_ptr):  # type: ignore[no-untyped-def]
 
 
 def test_branching_on_a_comparison_rounding_may_flip_raises() -> None:
-    with fp.track(), pytest.raises(fp.UnsupportedOperation, match="control flow"):
+    with fp.track(strict=True), pytest.raises(fp.UnsupportedOperation, match="control flow"):
         branching_kernel[(1,)](torch.tensor([1.0]), torch.empty(1))
     out = torch.empty(1)
     with fp.track():  # decided: 6 / 3 is far above 1 / 3
@@ -347,7 +388,7 @@ def test_exact_memory_read_through_another_element_type_is_its_bits_reinterprete
     assert bounds.contains(expected.numpy()).all()
     assert bounds.contains(out.double().numpy()).all()
     tracked = torch.tensor([1.5, -2.25, 3.0, 1e-3]) / 3
-    with fp.track():
+    with fp.track(strict=True):
         tracked = tracked / 3
         with pytest.raises(fp.UnsupportedOperation, match="another element type"):
             as_halves_kernel[(1,)](tracked, out, BLOCK=8)

@@ -21,6 +21,8 @@ declare it, and step aside while a compiled graph runs:
   gap, ``"torch.compile region"``, counted with its first source line; under ``strict=True``
   the call raises ``UnsupportedOperation`` before anything runs); the non-finite watch examines
   the outputs at the boundary, as one operation;
+* a ``torch.compile``'d module (``OptimizedModule``) is called with the package's global module
+  hooks (the module paths) set aside, as torch warns about any such hook when it is called;
 * a graph compiled outside every block is not wrapped: the modes see what reaches the
   dispatcher from it, as torch's ``ignore_compile_internals`` contract says.
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
@@ -58,8 +61,9 @@ REASON = "torch.compile region"
 
 _LOCK = threading.Lock()
 _USERS = 0
-#: (owner, original) of the hooked ``call_user_compiler``, while hooked
-_HOOKED: list[tuple[Any, Any]] = []
+#: (owner, name, original) of the hooked ``OutputGraph.call_user_compiler`` and
+#: ``OptimizedModule.__call__``, while hooked
+_HOOKED: list[tuple[Any, str, Any]] = []
 #: (owner, name, original) of the hooked tracer entry points, while hooked
 _TRACER: list[tuple[Any, str, Any]] = []
 #: the tracer's entry points: functions of ``torch._C`` and methods of its ``ScriptModule``
@@ -122,8 +126,17 @@ def stepped_aside() -> Iterator[list[Any]]:
 
 
 def _region_name(output_graph: Any) -> str:
-    code = getattr(getattr(output_graph, "root_tx", None), "f_code", None)
-    return f"torch.compile({getattr(code, 'co_name', 'graph')})"
+    """``torch.compile(f)`` for a compiled function, ``torch.compile(Linear)`` for a compiled
+    module (Dynamo's frame is then torch's ``inner``, whose ``fn`` is the module)."""
+    transaction = getattr(output_graph, "root_tx", None)
+    code = getattr(transaction, "f_code", None)
+    name = getattr(code, "co_name", "graph")
+    fn = getattr(transaction, "f_locals", {}).get("fn")
+    if name == "inner" and fn is not None:
+        name = (
+            type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", name)
+        )
+    return f"torch.compile({name})"
 
 
 def _wrap(compiled: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -177,14 +190,55 @@ def _hooked(original: Callable[..., Any]) -> Callable[..., Any]:
     return call_user_compiler
 
 
+@contextlib.contextmanager
+def _module_hooks_aside() -> Iterator[None]:
+    """Take the package's global module hooks (the module paths of :mod:`.interpose`, marked
+    ``_fpcheck_module_path``) out of torch's tables for the block, and put them back in their
+    order: ``torch.compile(module)`` warns about any global module hook when called."""
+    module = torch.nn.modules.module
+    tables: tuple[OrderedDict[int, Any], ...] = (
+        module._global_forward_pre_hooks,  # type: ignore[assignment]
+        module._global_forward_hooks,
+        module._global_forward_hooks_always_called,
+    )
+    ours = {
+        key
+        for table in tables[:2]
+        for key, hook in table.items()
+        if getattr(hook, "_fpcheck_module_path", False)
+    }
+    saved = [(table, list(table), {k: table[k] for k in ours if k in table}) for table in tables]
+    for table, _, taken in saved:
+        for key in taken:
+            del table[key]
+    try:
+        yield
+    finally:
+        for table, order, taken in saved:
+            table.update(taken)
+            for key in [k for k in order if k in table] + [k for k in table if k not in order]:
+                table.move_to_end(key)
+
+
+def _module_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _module_hooks_aside():
+            return original(self, *args, **kwargs)
+
+    return call
+
+
 def _install() -> None:
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
     output_graph = sys.modules.get("torch._dynamo.output_graph")
-    owner = getattr(output_graph, "OutputGraph", None)
-    if owner is None or _HOOKED:
+    compiler = getattr(output_graph, "OutputGraph", None)
+    optimized = getattr(eval_frame, "OptimizedModule", None)
+    if compiler is None or optimized is None or _HOOKED:
         return
-    original = owner.__dict__["call_user_compiler"]
-    _HOOKED.append((owner, original))
-    owner.call_user_compiler = _hooked(original)
+    _HOOKED.append((compiler, "call_user_compiler", compiler.__dict__["call_user_compiler"]))
+    _HOOKED.append((optimized, "__call__", optimized.__dict__["__call__"]))
+    compiler.call_user_compiler = _hooked(_HOOKED[0][2])
+    optimized.__call__ = _module_call(_HOOKED[1][2])
 
 
 def _untraced(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -228,8 +282,8 @@ def detach() -> None:
         _USERS -= 1
         if _USERS == 0:
             while _HOOKED:
-                owner, original = _HOOKED.pop()
-                owner.call_user_compiler = original
+                owner, name, original = _HOOKED.pop()
+                setattr(owner, name, original)
             while _TRACER:
                 owner, name, original = _TRACER.pop()
                 setattr(owner, name, original)

@@ -75,6 +75,11 @@ def _leave_module(module: torch.nn.Module, args: Any, output: Any) -> None:
         _PATHS.stack.pop()
 
 
+#: what :mod:`.compiled` sets aside while a compiled module is called
+_enter_module._fpcheck_module_path = True  # type: ignore[attr-defined]
+_leave_module._fpcheck_module_path = True  # type: ignore[attr-defined]
+
+
 def current_module_path() -> str:
     """The qualified name of the innermost ``nn.Module`` running on this thread, or ''."""
     return _PATHS.stack[-1] if _PATHS.stack else ""

@@ -47,9 +47,22 @@ class LaunchBounder(Protocol):
 
     #: "rigorous" or "probabilistic": how the launch's sums are bounded
     mode: str
+    #: a launch tracking cannot bound raises (True), or runs plainly as a gap (False)
+    strict: bool
 
     def kernel_bounded(self) -> None:
         """One launch was bounded and its outputs' bounds recorded."""
+
+    def kernel_gap(
+        self,
+        kernel: str,
+        source: tuple[str, int] | None,
+        error: Exception,
+        written: list[Any],
+    ) -> None:
+        """A launch at the user's ``source`` line could not be bounded (``error``, an
+        ``UnsupportedOperation``) and ran plainly; the tensors in ``written`` (what it changed)
+        have no bounds."""
 
 
 @runtime_checkable

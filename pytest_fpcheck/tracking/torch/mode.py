@@ -37,7 +37,7 @@ from ...interval.kernels import summary
 from ...interval.registry import lookup
 from ..core import gaps as _gaps
 from ..core.compiled import CompiledRegion
-from ..core.interpose import Interposer, OpCall
+from ..core.interpose import Interposer, OpCall, describe_location
 from ..core.policy import SumBound
 from ..core.store import STORE, Record, float64_values
 from ..triton import scope as triton_scope
@@ -245,6 +245,27 @@ class Tracker(Interposer):
         )
         in_place = call.func._schema.is_mutable
         self._unbounded(gap, tensors(out) or written_arguments(call), in_place=in_place)
+
+    def kernel_gap(
+        self,
+        kernel: str,
+        source: tuple[str, int] | None,
+        error: Exception,
+        written: list[torch.Tensor],
+    ) -> None:
+        """A Triton launch tracking could not bound ran plainly (:mod:`..triton.hooks`): a gap
+        (``"no rule"``, op ``triton:<kernel>``), and what it wrote has no bounds."""
+        op = f"triton:{kernel}"
+        where = describe_location(source, "")
+        gap = self._count_gap(
+            op,
+            _gaps.NO_RULE,
+            f"{op} at {where}" if where else op,
+            source,
+            lambda: str(error),
+            str,
+        )
+        self._unbounded(gap, written, in_place=False)
 
     def before_compiled_region(self, region: CompiledRegion) -> None:
         """Under ``strict``, a compiled graph is refused before it runs: tracking cannot see

@@ -9,7 +9,10 @@ block is open anywhere in the process, and restored when the last one closes
   whose ``create_*`` methods implement every operation of an interpreted kernel) gets instance
   attributes that call the original method and then the operation's interval rule
   (:mod:`.rules`; loads, stores and atomics by :mod:`.memory_hooks`); a floating operation with
-  no rule raises ``UnsupportedOperation``;
+  no rule raises ``UnsupportedOperation`` under ``fp.track(strict=True)``; otherwise (issue 17)
+  the launch runs again plainly, on its arguments' memory as it was before the refused run
+  (:class:`Snapshot`), and what it changed is a gap of the tracker (``triton:<kernel>``). An
+  out-of-bounds access (``fp.OutOfBoundsAccess``) is a bug of the kernel and raises in both;
 * ``ReduceOps``/``ScanOps`` are replaced by subclasses that bound reductions (:mod:`.reduce`);
 * ``GridExecutor.__call__`` (a launch) sets up the launch's memory (:mod:`.memory`), runs the
   grid with PyTorch dispatch disabled (its host copies are plumbing, not the user's
@@ -42,6 +45,7 @@ import numpy as np
 from ...errors import FPCheckError, StaleBoundsError, UnsupportedOperation
 from ...interval.core import Interval
 from ..core import observe
+from ..core.interpose import user_frame
 from . import handles as h
 from .launch import STATE, Launch, current_launch
 from .memory import LaunchMemory, tensors_of
@@ -230,32 +234,126 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
         tensors = tensors_of(list(args)) + tensors_of(list(kwargs.values()))
         kernel = getattr(self.fn, "__name__", "kernel")
         memory = None
+        snapshot = None
         if tracker is not None:
             named = [*zip(getattr(self, "arg_names", ()), args, strict=False), *kwargs.items()]
             names = {id(t): name for name, value in named for t in tensors_of(value)}
             memory = LaunchMemory(tensors, kernel=kernel, names=names)
+            if not tracker.strict:
+                snapshot = Snapshot(tensors)
         state = Launch(kernel, memory, tracker.mode if tracker else "rigorous", watch, rounder)
         STATE.launch = state
         try:
             with internal():
                 result = original(self, *args, **kwargs)
         except InterpreterError as error:
-            if isinstance(error.__cause__, FPCheckError):
-                raise error.__cause__ from None
+            cause = error.__cause__
+            if isinstance(cause, UnsupportedOperation) and snapshot is not None:
+                assert tracker is not None
+                return _run_plainly(self, original, args, kwargs, tracker, snapshot, cause)
+            if isinstance(cause, FPCheckError):
+                raise cause from None
             raise
         finally:
             STATE.launch = None
         if tracker is not None and memory is not None:
-            memory.finish(
-                kernel=kernel,
-                provenance=state.provenance(),
-                notes=(f"bounded by the instrumented Triton interpreter (kernel {kernel})",),
-                mode=state.mode,
-            )
+            try:
+                memory.finish(
+                    kernel=kernel,
+                    provenance=state.provenance(),
+                    notes=(f"bounded by the instrumented Triton interpreter (kernel {kernel})",),
+                    mode=state.mode,
+                )
+            except UnsupportedOperation as refused:
+                if snapshot is None:
+                    raise
+                tracker.kernel_gap(kernel, user_frame(), refused, snapshot.changed())
+                return result
             tracker.kernel_bounded()
         return result
 
     return launch
+
+
+def _run_plainly(
+    executor: Any,
+    original: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    tracker: observe.LaunchBounder,
+    snapshot: Snapshot,
+    error: UnsupportedOperation,
+) -> Any:
+    """A launch tracking refused, outside strict mode: the memory its instrumented run had
+    written is restored, the kernel runs again without bounds (the watch still sees it), and
+    what it changed is a gap. The program sees one launch, as in a plain run."""
+    from ...adapters.torch import internal
+
+    kernel = getattr(executor.fn, "__name__", "kernel")
+    snapshot.restore()
+    watch = observe.watcher()
+    STATE.launch = Launch(kernel, None, tracker.mode, watch) if watch is not None else None
+    try:
+        with internal():
+            result = original(executor, *args, **kwargs)
+    finally:
+        STATE.launch = None
+    tracker.kernel_gap(kernel, user_frame(), error, snapshot.changed())
+    return result
+
+
+class Snapshot:
+    """Copies of the storages of a launch's tensor arguments, taken before a non-strict
+    tracked launch: restored if tracking refuses the launch half-way (the interpreter writes
+    host memory in place), and compared afterwards to tell what the launch changed."""
+
+    def __init__(self, tensors: list[Any]) -> None:
+        import torch
+
+        from ...adapters.torch import internal
+
+        self._saved: dict[int, tuple[Any, Any]] = {}
+        with internal(), torch.no_grad():
+            for t in tensors:
+                storage = t.untyped_storage()
+                if storage.data_ptr() in self._saved or storage.nbytes() == 0:
+                    continue
+                self._saved[storage.data_ptr()] = (t, storage.clone())
+
+    def restore(self) -> None:
+        """Put back the bytes of every saved storage the refused run changed (no tracking
+        sees the copies)."""
+        import torch
+
+        from ...adapters.torch import internal
+
+        with internal(), torch.no_grad():
+            for t, saved in self._saved.values():
+                if not self._same(t, saved):
+                    t.untyped_storage().copy_(saved)
+
+    def changed(self) -> list[Any]:
+        """Each argument storage whose bytes differ from the copy, as a flat tensor of its
+        argument's dtype over the whole storage."""
+        import torch
+
+        from ...adapters.torch import internal
+
+        found = []
+        with internal(), torch.no_grad():
+            for t, saved in self._saved.values():
+                if not self._same(t, saved):
+                    length = t.untyped_storage().nbytes() // t.element_size()
+                    found.append(t.as_strided((length,), (1,), 0))
+        return found
+
+    @staticmethod
+    def _same(t: Any, saved: Any) -> bool:
+        import torch
+
+        now = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+        before = torch.empty(0, dtype=torch.uint8, device=t.device).set_(saved)
+        return bool(torch.equal(now, before))
 
 
 def _lang_patcher(original: Callable[..., Any], interpreter: Any, tl: Any) -> Callable[..., Any]:
