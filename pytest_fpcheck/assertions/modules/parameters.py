@@ -58,6 +58,8 @@ def _rounded_copy(mine: torch.Tensor, theirs: torch.Tensor) -> bool:
         return False
     with torch.no_grad():
         there = theirs.detach().to(mine.device)
+        if torch.equal(mine.detach().to(torch.float64), there.to(torch.float64)):
+            return False  # the same values: nothing was rounded (a reference=torch.float64 copy)
         back = cast_to(mine.dtype)(there).to(there.dtype)
         return not torch.equal(back, there)
 

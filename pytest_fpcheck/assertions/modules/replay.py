@@ -30,6 +30,7 @@ judging) bypasses tracking, so that only the module's own operations and the cas
 from __future__ import annotations
 
 import contextlib
+import itertools
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -50,7 +51,7 @@ __all__ = ["Replay", "module_dtype"]
 def module_dtype(module: torch.nn.Module, fallback: torch.dtype) -> torch.dtype:
     """The dtype a module computes in: its first floating parameter's, else its first floating
     buffer's, else ``fallback``."""
-    for tensor in (*module.parameters(), *module.buffers()):
+    for tensor in itertools.chain(module.parameters(), module.buffers()):  # lazily: the first
         if tensor.is_floating_point():
             return tensor.dtype
     return fallback
