@@ -1,8 +1,9 @@
 """Batch norm in training mode (``rules/_batch_norm_training.py``) against mpmath (60 digits):
 the output, the saved mean and the saved inverse standard deviation enclose the exact values
-and the kernel's, on exact inputs with an offset (cancellation), subnormal channels and
-channels whose squares overflow float32, and on inputs known to an enclosure (the mean-value
-form); the enclosure of a normalised tracked input stays within the first-order bound."""
+and the kernel's, in float32, float64, bfloat16 and float16, on exact inputs with an offset
+(cancellation), subnormal channels and channels whose sum of squares overflows, and on inputs
+known to an enclosure (the mean-value form); the enclosure of a normalised tracked input stays
+within the first-order bound."""
 
 from __future__ import annotations
 
@@ -50,17 +51,19 @@ def assert_inside(bounds: fp.Bounds, exact: np.ndarray | list[mpmath.mpf], what:
 
 
 def channels_of_every_kind(dtype: torch.dtype) -> torch.Tensor:
-    """Channel 0 ordinary, 1 offset by 1000 (the mean cancels most digits), 2 subnormal,
-    3 so large that the squared deviations overflow float32 (invstd 0 in the kernel)."""
+    """Channel 0 ordinary, 1 offset by 1000 (the mean cancels most digits, or all of them:
+    a variance of 0), 2 subnormal, 3 so large that the sum of squared deviations overflows the
+    format it is stored in (invstd 0 in the kernel)."""
     generator = torch.Generator().manual_seed(0)
+    info = torch.finfo(dtype)
     x = torch.randn(2, 4, 3, 3, generator=generator, dtype=torch.float64)
     x[:, 1] = 1000 + x[:, 1] * 1e-3
-    x[:, 2] *= 1e-39
-    x[:, 3] *= 3e19
+    x[:, 2] *= info.smallest_normal / 8
+    x[:, 3] *= 150 if dtype == torch.float16 else 3e19
     return x.to(dtype)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_batch_norm_training_encloses_the_exact_statistics_and_output(dtype: torch.dtype) -> None:
     x = channels_of_every_kind(dtype)
     weight = torch.tensor([1.0, -2.0, 0.5, 1.5], dtype=dtype)
@@ -73,7 +76,9 @@ def test_batch_norm_training_encloses_the_exact_statistics_and_output(dtype: tor
         )
     for value, before in zip((out, mean, invstd), plain, strict=True):
         assert torch.equal(value, before)
-    exact, means, invstds = exact_batch_norm(x.numpy(), weight.numpy(), bias.numpy(), eps)
+    exact, means, invstds = exact_batch_norm(
+        x.double().numpy(), weight.double().numpy(), bias.double().numpy(), eps
+    )
     for value, truth, what in (
         (out, exact, "out"),
         (mean, means, "mean"),
@@ -84,9 +89,9 @@ def test_batch_norm_training_encloses_the_exact_statistics_and_output(dtype: tor
         assert_inside(bounds, truth, what)
     if dtype == torch.float32:
         assert invstd[3] == 0  # the kernel's sum of squares overflowed
-    # ordinary channels get enclosures a few units wide
+    # the ordinary channel (values below 4) gets a finite enclosure of a few dozen units
     radius = fp.bounds_of(out).radius
-    assert (radius[:, 0] < 1e-5).all()
+    assert (radius[:, 0] < 256 * torch.finfo(dtype).eps).all()
 
 
 def test_batch_norm_training_of_an_enclosed_input() -> None:
@@ -112,13 +117,50 @@ def test_batch_norm_training_of_an_enclosed_input() -> None:
     assert bounds.radius.max() <= 1.1 * (2 + y * y) * width / sigma + 1e-5
 
 
-def test_channels_last_takes_the_decomposition() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_channels_last_takes_the_decomposition(dtype: torch.dtype) -> None:
     """A channels-last input's statistics accumulate partly in its own format: the rule refuses
     it, and the decomposition bounds it, as before."""
-    x = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(2))
+    x = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(2)).to(dtype)
     value = x.to(memory_format=torch.channels_last)
     plain = F.batch_norm(value, None, None, training=True)
-    with fp.track(strict=True):
+    with fp.track() as tracker:
         out = F.batch_norm(value, None, None, training=True)
     assert torch.equal(out, plain)
     assert fp.bounds_of(out).contains(out).all()
+    if dtype == torch.float32:
+        assert tracker.gaps == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_training_of_any_input_in_a_wide_box(dtype: torch.dtype) -> None:
+    """The input is known only to a box 1e-2 wide (``assume=``): the exact normalisation of
+    every corner tried, the one that pushes the largest output furthest above all, lies in the
+    enclosure (the mean-value form's bound is what holds there), and the enclosure is within
+    twice that first-order bound."""
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 2, 3, 3, generator=generator).to(dtype)
+    other = (x.double() + 1e-2).to(dtype)
+    box = fp.hull(x, other)
+    with fp.track(strict=True, assume={x: box}):
+        out = F.batch_norm(x, None, None, training=True)
+    bounds = fp.bounds_of(out)
+    assert bounds.contains(out).all()
+    lo, hi = box.lo, box.hi
+    y = out.double().numpy()
+    corners = [lo, hi, np.where(generator_signs(x.shape, 4), lo, hi)]
+    for c in range(x.shape[1]):  # push channel c's largest output up: dy_i/dx_j's signs
+        i = np.unravel_index(np.argmax(np.abs(y[:, c])), y[:, c].shape)
+        up_i = np.sign(y[:, c][i])
+        corner = lo.copy()
+        raise_j = (1 + y[:, c][i] * y[:, c]) * up_i < 0
+        corner[:, c] = np.where(raise_j, hi[:, c], lo[:, c])
+        corner[:, c][i] = hi[:, c][i] if up_i > 0 else lo[:, c][i]
+        corners.append(corner)
+    for corner in corners:
+        exact, _, _ = exact_batch_norm(corner, np.ones(2), np.zeros(2), 1e-5)
+        assert_inside(bounds, exact, "out")
+
+
+def generator_signs(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).random(shape) < 0.5

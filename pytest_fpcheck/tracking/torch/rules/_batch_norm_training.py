@@ -51,7 +51,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ....adapters.torch import dtype_format
+from ....formats import FORMATS, Format
 from ....interval import elementwise as ew
+from ....interval.bounds import contains
 from ....interval.core import Interval, gamma
 from ....interval.kernels import moments_rows
 from ....interval.rounding import down, down_to, up, up_to
@@ -61,6 +64,33 @@ from ._common import F64, raise_unsupported
 __all__ = ["batch_norm_training"]
 
 _D = 2.0**-53
+
+
+class _Kernel:
+    """The formats ATen's CPU kernel computes a training batch norm in (module docstring):
+    ``accumulate``, the unit round-off of its sums (double for float32 and float64 inputs,
+    float32 for float16 and bfloat16 ones); ``deviation``, the format of each (x - mean)^2;
+    ``stored``, the format of the saved mean, the sum of squares and invstd (the saved
+    statistics' dtype); ``opmath``, the format of the affine step; ``rho``, the relative error
+    of the stored sum of squares."""
+
+    def __init__(self, ctx: RuleContext, n: int) -> None:
+        fmt = ctx.fmt
+        reduced = fmt.name in ("float16", "bfloat16")
+        stored = dtype_format(ctx.outputs[1].dtype)
+        if stored is None or fmt.name not in ("float16", "bfloat16", "float32", "float64"):
+            raise_unsupported(ctx, f"batch_norm in training mode on {fmt.name}")
+        assert stored is not None
+        self.output: Format = fmt
+        self.stored: Format = stored
+        self.opmath: Format = FORMATS["float32"] if reduced else fmt
+        self.deviation: Format = self.opmath
+        self.accumulate = FORMATS["float32"].unit_roundoff if reduced else _D
+        self.rho = (
+            gamma(3, self.deviation.unit_roundoff)
+            + gamma(n + 2, self.accumulate)
+            + 2 * stored.unit_roundoff
+        )
 
 
 def _rows(v: np.ndarray, channels: int) -> np.ndarray:
@@ -80,42 +110,46 @@ def batch_norm_training(
     """(output, save_mean, save_invstd) of ``native_batch_norm`` in training mode (module
     docstring); refuses what it does not model."""
     fmt = ctx.fmt
-    if fmt.name not in ("float32", "float64") or x.device.type != "cpu":
-        raise_unsupported(ctx, f"batch_norm in training mode on {fmt.name} ({x.device.type})")
+    if x.device.type != "cpu" or len(ctx.outputs) < 3:
+        raise_unsupported(ctx, f"batch_norm in training mode on {x.device.type}")
     if not x.is_contiguous() or x.dim() < 2 or x.numel() == 0:
         raise_unsupported(ctx, "batch_norm in training mode on a non-contiguous input")
     channels = x.shape[1]
     n = x.numel() // channels
     if n >= 2**20:
         raise_unsupported(ctx, f"batch_norm in training mode over {n} elements per channel")
-    u = fmt.unit_roundoff
+    kernel = _Kernel(ctx, n)
     box = ctx.interval(x)
     lo, hi = _rows(box.lo, channels), _rows(box.hi, channels)
     centre = _rows(ctx.values(x), channels)
+    stored = kernel.stored
     with np.errstate(over="ignore", invalid="ignore"):
         magnitude = np.maximum(np.abs(lo), np.abs(hi))
         total = up(magnitude.sum(axis=1) * (1 + (n + 2) * 2.0**-52))
-        # both double sums (the kernel's, and this one of the ends) err by gamma_n(d) * total
-        error = up(2 * gamma(n + 1, _D) * total)
+        # both sums (the kernel's, and this float64 one of the ends) err by gamma_n * total
+        error = up((gamma(n + 1, kernel.accumulate) + gamma(n + 1, _D)) * total)
         mean_lo = down(down(down(lo.sum(axis=1) * 1.0) - error) / n)
         mean_hi = up(up(up(hi.sum(axis=1) * 1.0) + error) / n)
-        mean = Interval(down_to(mean_lo, fmt), up_to(mean_hi, fmt)).map(lambda v: v.reshape(-1, 1))
+        mean = Interval(down_to(mean_lo, stored), up_to(mean_hi, stored)).map(
+            lambda v: v.reshape(-1, 1)
+        )
         low_dev, high_dev = lo - mean.hi, hi - mean.lo
         straddles = (low_dev < 0) & (high_dev > 0)
         small = np.where(straddles, 0.0, np.minimum(np.abs(low_dev), np.abs(high_dev)))
         large = np.maximum(np.abs(low_dev), np.abs(high_dev))
-        rho = gamma(5, u) + gamma(n + 2, _D)
+        rho = kernel.rho
         slack = (n + 2) * 2.0**-52
-        tiny = n * fmt.smallest_subnormal
+        tiny = n * kernel.deviation.smallest_subnormal
         q_lo = np.maximum(down((small * small).sum(axis=1) * (1 - slack) * (1 - rho) - tiny), 0.0)
         q_hi = up((large * large).sum(axis=1) * (1 + slack) * (1 + rho) + tiny)
         v_lo, v_hi = down(q_lo / n), up(q_hi / n)
-        r_lo = down_to(down(1.0 / np.sqrt(v_hi + eps) * (1 - 8 * _D)), fmt)
-        r_hi = up_to(up(1.0 / np.sqrt(v_lo + eps) * (1 + 8 * _D)), fmt)
-        # a deviation or its square in the format, or the stored sum, may overflow: the sum
-        # is then infinite and invstd 0
-        overflow = (large.max(axis=1) >= math.sqrt(fmt.max_finite) / 2) | (
-            q_hi >= fmt.max_finite / 2
+        spread = 8 * kernel.accumulate
+        r_lo = down_to(down(1.0 / np.sqrt(v_hi + eps) * (1 - spread)), stored)
+        r_hi = up_to(up(1.0 / np.sqrt(v_lo + eps) * (1 + spread)), stored)
+        # a deviation or its square, or the stored sum, may overflow: the sum is then
+        # infinite and invstd 0
+        overflow = (large.max(axis=1) >= math.sqrt(kernel.deviation.max_finite) / 2) | (
+            q_hi >= stored.max_finite / 2
         )
         r_lo = np.where(overflow, 0.0, r_lo)
     if not (np.isfinite(mean.lo).all() and np.isfinite(mean.hi).all()):
@@ -123,10 +157,12 @@ def batch_norm_training(
     rstd = Interval(r_lo.reshape(-1, 1), r_hi.reshape(-1, 1))
     w, b = _per_channel(ctx, weight, channels), _per_channel(ctx, bias, channels)
     rows = Interval(lo, hi)
-    mean_error = up(u * mean.magnitude() + error.reshape(-1, 1) / n + 4 * _D * mean.magnitude())
-    allowance = _affine_allowance(ctx, rows, mean, rstd, w, b)
+    mean_error = up(
+        (stored.unit_roundoff + 4 * kernel.accumulate) * mean.magnitude() + error.reshape(-1, 1) / n
+    )
+    allowance = _affine_allowance(kernel.opmath, rows, mean, rstd, w, b)
     naive = _affine(rows, mean, rstd, w, b).widen(allowance).to_format(fmt)
-    tight = _mean_value_form(ctx, rows, centre, mean, rstd, w, b, mean_error, allowance, eps, n)
+    tight = _mean_value_form(kernel, rows, centre, mean, rstd, w, b, mean_error, allowance, eps)
     if tight is not None and not overflow.any():  # the form holds where invstd is not 0
         naive = Interval(np.maximum(naive.lo, tight.lo), np.minimum(naive.hi, tight.hi))
     shape = x.shape
@@ -135,11 +171,17 @@ def batch_norm_training(
     def back(v: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.moveaxis(v.reshape(moved), 0, 1))
 
-    return (
+    results = (
         naive.map(back),
         mean.map(lambda v: v.reshape(-1)),
         rstd.map(lambda v: v.reshape(-1)),
     )
+    for value, enclosure in zip(ctx.outputs, results, strict=False):
+        # a safety net under the model of the kernel (tested against mpmath): a value outside
+        # is refused, and the decomposition tried
+        if not contains(enclosure.lo, enclosure.hi, ctx.values(value)).all():
+            raise_unsupported(ctx, "batch_norm in training mode where the kernel's model misses")
+    return results
 
 
 def _affine(
@@ -153,7 +195,7 @@ def _affine(
 
 
 def _affine_allowance(
-    ctx: RuleContext,
+    opmath: Format,
     rows: Interval,
     mean: Interval,
     rstd: Interval,
@@ -161,21 +203,20 @@ def _affine_allowance(
     b: Interval | None,
 ) -> np.ndarray:
     """What ATen's evaluation of the affine normalisation in the format adds (module
-    docstring)."""
-    fmt = ctx.fmt
-    u = fmt.unit_roundoff
+    docstring), in its opmath format."""
+    u = opmath.unit_roundoff
     w_mag = w.magnitude() if w is not None else 1.0
     b_mag = b.magnitude() if b is not None else 0.0
     x_mag, m_mag = rows.magnitude(), mean.magnitude()
     with np.errstate(over="ignore", invalid="ignore"):
         allowance = 6 * u * (x_mag + m_mag) * rstd.hi * w_mag + 2 * u * b_mag
-        allowance = allowance + 8 * fmt.smallest_subnormal * (1 + x_mag + m_mag + w_mag)
+        allowance = allowance + 8 * opmath.smallest_subnormal * (1 + x_mag + m_mag + w_mag)
         result: np.ndarray = up(allowance * (1 + 2.0**-40))
     return np.where(np.isnan(result), np.inf, result)
 
 
 def _mean_value_form(
-    ctx: RuleContext,
+    kernel: _Kernel,
     rows: Interval,
     centre: np.ndarray,
     mean: Interval,
@@ -185,12 +226,10 @@ def _mean_value_form(
     mean_error: np.ndarray,
     allowance: np.ndarray,
     eps: float,
-    n: int,
 ) -> Interval | None:
     """The mean-value enclosure of the output (module docstring), rounded outward onto the
-    format; None where the statistics' rounding is too large for it to be worth it."""
-    fmt = ctx.fmt
-    u = fmt.unit_roundoff
+    output's format; None where the statistics' rounding is too large for it to be worth it."""
+    n = rows.shape[1]
     if eps <= 0:
         return None  # the statistics' rounding is then unbounded relative to the variance
     # y(x^) exactly: float64 statistics of the point, every step outward
@@ -213,8 +252,9 @@ def _mean_value_form(
         ) / n
         delta_y = up((radius + spread) * rstd.hi * (1 + 2.0**-40))
         # the kernel's statistics at the actual input: |mean - m| and invstd / r - 1
-        rho = gamma(5, u) + gamma(n + 2, _D)
-        kappa = up((rho + (1 + rho) * mean_error * mean_error / eps + u + 8 * _D) * (1 + 2.0**-30))
+        rho = kernel.rho
+        rounding = kernel.stored.unit_roundoff + 8 * kernel.accumulate  # invstd's
+        kappa = up((rho + (1 + rho) * mean_error * mean_error / eps + rounding) * (1 + 2.0**-30))
     if not np.all(kappa < 0.25):
         return None
     w_mag = w.magnitude() if w is not None else 1.0
@@ -228,4 +268,4 @@ def _mean_value_form(
         out = ew.add(out, b, F64)
     return ew.everything_where_nan(
         out.widen(np.where(np.isnan(widening), np.inf, widening))
-    ).to_format(fmt)
+    ).to_format(kernel.output)
