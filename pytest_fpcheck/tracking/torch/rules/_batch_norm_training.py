@@ -1,22 +1,23 @@
-"""Batch norm in training mode on a contiguous float32 or float64 input on the CPU, as ATen's
-kernel computes it (``batch_norm_cpu_collect_stats_contiguous_impl`` and
-``batch_norm_cpu_update_stats_template``), with the input's width propagated by a mean-value
-form. Called by the batch-norm rule (:mod:`.normalisation`); every other case (float16,
-bfloat16, channels-last memory, which accumulate in the tensor's own format) is refused and
-bounded through the decomposition (:mod:`..decompose`), as before.
+"""Batch norm in training mode on a contiguous CPU input, as ATen's kernel computes it
+(``batch_norm_cpu_collect_stats_contiguous_impl`` and ``batch_norm_cpu_update_stats_template``),
+with the input's width propagated by a mean-value form. Called by the batch-norm rule
+(:mod:`.normalisation`); channels-last inputs (whose statistics accumulate partly in the
+tensor's own format) are refused and bounded through the decomposition (:mod:`..decompose`).
 
-**The statistics.** For each channel, over its n = N H W elements, the kernel sums the inputs in
-double, rounds ``sum / n`` to the tensor's format (``mean``), sums ``(x - mean)^2``, each term
-computed in that format, in double, stores the sum in that format and computes
-``invstd = 1 / sqrt(var_sum / n + eps)`` in double before storing it. With u the format's unit
-round-off and d = 2**-53, the double sums err by gamma_n(d) of the sum of magnitudes, each
-squared deviation by gamma_3(u), the stored sum by u: far below the order-free gamma_{2n+2}(u)
-of the layer-norm rule (:func:`~pytest_fpcheck.interval.kernels.moments_rows`), which holds for
-any algorithm in the tensor's format. The rule encloses the mean over the input's box (its
-exact row sums widened by both double sums' errors, rounded outward onto the format), the sum
-of squared deviations over the box and the mean's enclosure (each deviation interval's least
-and greatest square) widened by rho = gamma_5(u) + gamma_{n+2}(d), and invstd from it; the
-exact mean and invstd are inside too.
+**The statistics.** For each channel, over its n = N H W elements, the kernel sums the inputs
+(in double for float32 and float64 inputs, in float32 for float16 and bfloat16 ones), rounds
+``sum / n`` to the saved statistics' format (``mean``), sums ``(x - mean)^2``, each term computed
+in the input's format (float32 for float16 and bfloat16), the same way, stores the sum and
+computes ``invstd = 1 / sqrt(var_sum / n + eps)`` in the accumulation format before storing it.
+With u the unit round-off of each, the sums err by gamma_n of the sum of magnitudes, each
+squared deviation by gamma_3(u), each stored value by u: for float32 far below the order-free
+gamma_{2n+2}(u) of the layer-norm rule (:func:`~pytest_fpcheck.interval.kernels.moments_rows`),
+which holds for any algorithm. The rule encloses the mean over the input's box (its exact row
+sums widened by both sums' errors, rounded outward onto the saved format), the sum of squared
+deviations over the box and the mean's enclosure (each deviation interval's least and greatest
+square) widened by rho = gamma_3(u) + gamma_{n+2}(accumulation) + 2 u(saved), and invstd from
+it; the exact mean and invstd are inside too. The kernel's own values are checked against these
+enclosures (a safety net under the model: a miss is refused, and the decomposition tried).
 
 Where a deviation, its square or the stored sum may overflow the format, the sum is infinite
 and invstd 0: its enclosure then reaches 0.
@@ -37,7 +38,8 @@ intersection:
   enclosed in float64 arithmetic (every step outward). The kernel's value at the actual input
   differs from the exact one by its statistics' rounding, |mean - m| r + |y| |invstd / r - 1|
   (bounded from the errors above: |var_f - v| <= dm^2 + rho (v + dm^2)), and by the affine
-  evaluation's allowance.
+  evaluation's allowance (in float32 for float16 and bfloat16, then rounded outward onto the
+  input's format).
 
 Interval evaluation multiplies the input's width by about 14 / sigma in a normalisation (x and
 its mean and spread taken as independent); the mean-value form by about (2 + |y|) / sigma.
