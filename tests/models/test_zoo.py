@@ -34,10 +34,9 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
 
 #: models whose float32 loss enclosure is still the whole line, and why
 LOOSE = {
-    "resnet": "training batch norm widens its input's enclosure about tenfold per layer (the "
-    "order-free variance bound, interval evaluation of (x - mean) * rstd); once as wide as the "
-    "channel's spread, the variance may be 0 and the squares of the ends overflow float32 at "
-    "the third stage (docs/roundoff.md, covered operations)"
+    "resnet": "each training batch norm multiplies its input's width by its first-order worst "
+    "case, about (2 + |y|^2) / sigma, compounded over eight blocks until the classifier's "
+    "enclosure overflows (docs/roundoff.md, covered operations)"
 }
 
 FAST = {("float32", "adamw"), ("bfloat16", "adamw"), ("float16", "sgd"), ("float16", "adamw_fused")}
