@@ -1,5 +1,5 @@
 """The plugin's promise (issue 17), end to end: ``pytest --fpcheck`` on tests written by someone
-who never heard of fpcheck changes no outcome; what tracking could not bound is listed in the
+who never heard of fpcheck changes no outcome (``torch.compile(..., fullgraph=True)`` included); what tracking could not bound is listed in the
 run report and the terminal summary; ``--fpcheck-strict`` raises as before; a test that cannot
 ask for a verdict is not tracked (``--fpcheck-track=auto``), and a verdict asked there anyway
 says why it has no bounds."""
@@ -72,6 +72,15 @@ def test_custom_op():
     assert torch.equal(scaled(torch.ones(2)), torch.full((2,), 1.5))
 
 
+def test_compiled_fullgraph():
+    layer = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.GELU())
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    x = torch.randn(2, 4)
+    assert torch.allclose(compiled(x), layer(x))
+    scaled = torch.compile(lambda t: torch.softmax(t * 2, -1), fullgraph=True, backend="eager")
+    assert torch.allclose(scaled(x).sum(-1), torch.ones(2))
+
+
 def test_a_real_failure():
     assert torch.ones(2).sum() == 3
 
@@ -81,7 +90,7 @@ def test_expected_to_fail():
     torch.mm(torch.ones(2, 3), torch.ones(2, 3))
 """
 
-OUTCOMES = {"passed": 5, "failed": 1, "xfailed": 1}
+OUTCOMES = {"passed": 6, "failed": 1, "xfailed": 1}
 
 
 def _report(path: Path) -> dict[str, Any]:
@@ -120,6 +129,12 @@ def test_gaps_are_listed_with_count_and_first_line(pytester: pytest.Pytester) ->
         "    assert torch.equal(scaled(torch.ones(2)), torch.full((2,), 1.5))"
     )
     assert document["counts"]["gaps"]["no rule"] >= 1
+    compiled = {g["op"]: g for g in document["gaps"] if g["reason"] == "torch.compile region"}
+    assert set(compiled) == {"torch.compile(Sequential)", "torch.compile(<lambda>)"}
+    assert all(g["test"] == "test_foreign.py::test_compiled_fullgraph" for g in compiled.values())
+    assert lines[compiled["torch.compile(Sequential)"]["line"] - 1] == (
+        "    assert torch.allclose(compiled(x), layer(x))"
+    )
     assert "internal failure" not in document["counts"]["gaps"]  # no tracker bug met here
     result.stdout.fnmatch_lines(
         [
