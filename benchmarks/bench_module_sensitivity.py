@@ -6,13 +6,19 @@ false alarm); then, for each relative error ``k * u`` (``u`` the unit round-off 
 one module drawn at random (any module but the model itself) returns its output times
 ``1 + k * u``, and the comparison is run again:
 
-* detected: some module call is Type-II;
+* detected: some module call is Type-II (each plant not detected is listed with the planted
+  call's resolution: the relative deviation its enclosure would have flagged);
 * localised: ``first_bug`` is the planted module;
 * end to end: ``classify`` on the whole model's output of the same run (never "roundoff" for
-  errors of 64u and more is the budget; "inconclusive" is allowed).
+  errors of 64u and more is the budget; "inconclusive" is allowed). Each end-to-end
+  "roundoff" at 64u or more is listed with the plant's actual deviation of the model output
+  (median over the elements of |planted - correct| / |correct|, the correct model's tracked
+  output) beside the verdict's resolution.
 
 Cost: ``compare_modules`` against its floor, one plain run of the reference plus one tracked run
-of the model under test, measured in the same process (isolated; and leaves only).
+of the model under test (isolated; and leaves only), each the least of ``--repeats``
+alternated runs per seed on the first ``--cost-seeds`` seeds, in thread CPU time on one torch thread (the development machine is
+shared: wall time there measures the other jobs; ``--threads`` changes it).
 
     python benchmarks/bench_module_sensitivity.py --seeds 2 --models nanogpt bert
 """
@@ -39,35 +45,68 @@ UNIT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-2
 
 
 def floor_seconds(custom: torch.nn.Module, reference: torch.nn.Module, ids: torch.Tensor) -> float:
-    start = time.perf_counter()
+    start = time.thread_time()
     with torch.no_grad():
         reference(ids)
         with fp.track():
             custom(ids)
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 def timed(function, *args, **kwargs):  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
+    start = time.thread_time()
     result = function(*args, **kwargs)
-    return result, time.perf_counter() - start
+    return result, time.thread_time() - start
 
 
-def run(name: str, dtype: torch.dtype, seeds: int, errors: list[int]) -> dict[str, object]:
+def costs(
+    custom: torch.nn.Module, reference: torch.nn.Module, ids: torch.Tensor, repeats: int
+) -> tuple[float, float, float]:
+    """(floor, isolated comparison, leaves only): the least of ``repeats`` alternated runs."""
+    floor_seconds(custom, reference, ids)  # warm-up: the first tracked run loads the rules
+    fp.compare_modules(custom, reference, ids)  # and the casts' and verdicts' first calls
+    runs = [
+        (
+            floor_seconds(custom, reference, ids),
+            timed(fp.compare_modules, custom, reference, ids)[1],
+            timed(fp.compare_modules, custom, reference, ids, leaves_only=True)[1],
+        )
+        for _ in range(repeats)
+    ]
+    floor, whole, leaves = (min(column) for column in zip(*runs, strict=True))
+    return floor, whole, leaves
+
+
+def output_of(result: object) -> torch.Tensor:
+    hidden = getattr(result, "last_hidden_state", None)
+    return hidden if isinstance(hidden, torch.Tensor) else result  # type: ignore[return-value]
+
+
+def median_deviation(planted: torch.Tensor, correct: torch.Tensor) -> float:
+    """Median over the elements of |planted - correct| / |correct|."""
+    p, c = planted.double(), correct.double()
+    return float(((p - c).abs() / c.abs()).nanmedian())
+
+
+def run(
+    name: str, dtype: torch.dtype, seeds: int, errors: list[int], repeats: int, cost_seeds: int
+) -> dict[str, object]:
     counts: Counter[str] = Counter()
-    costs: list[tuple[float, float, float]] = []
+    cost: list[tuple[float, float, float]] = []
+    missed: list[str] = []
+    undetected: list[str] = []
     for seed in range(seeds):
         model = models.MODELS[name](seed)
         ids = models.tokens(seed)
         custom, reference = models.pair(model, dtype)
-        floor_seconds(custom, reference, ids)  # warm-up: the first tracked run loads the rules
-        floor = floor_seconds(custom, reference, ids)
-        correct, whole = timed(fp.compare_modules, custom, reference, ids)
-        _, leaves = timed(fp.compare_modules, custom, reference, ids, leaves_only=True)
-        costs.append((floor, whole, leaves))
+        if seed < cost_seeds:
+            cost.append(costs(custom, reference, ids, repeats))
+        correct = fp.compare_modules(custom, reference, ids)
         counts["correct type-II"] += len(correct.bugs)
         counts["correct calls"] += len(correct.calls)
         counts["correct inconclusive"] += len(correct.inconclusive)
+        with torch.no_grad():
+            correct_out = output_of(custom(ids))
         paths = [call.path for call in correct.calls if call.path]
         chooser = random.Random(seed)
         for k in errors:
@@ -79,15 +118,26 @@ def run(name: str, dtype: torch.dtype, seeds: int, errors: list[int]) -> dict[st
             counts[f"{k}u detected"] += bool(comparison.bugs)
             first = comparison.first_bug
             counts[f"{k}u localised"] += first is not None and first.path == site
+            if not comparison.bugs:
+                planted = next(call for call in comparison.calls if call.path == site)
+                resolution = planted.resolution
+                undetected.append(
+                    f"  undetected: {name} {dtype} seed {seed}: {k}u = {k * UNIT[dtype]:.3g} "
+                    f"in {site} ({planted.module_class}), its resolution "
+                    + ("-" if resolution is None else f"{resolution:.3g}")
+                )
             with torch.no_grad():
                 with fp.track():
-                    out = custom(ids)
-                expected = reference(ids)
-            if hasattr(out, "last_hidden_state"):
-                out, expected = out.last_hidden_state, expected.last_hidden_state
-            kind = fp.classify(out, expected).kind
-            counts[f"{k}u end-to-end {kind}"] += 1
-    return {"counts": counts, "costs": costs}
+                    out = output_of(custom(ids))
+                expected = output_of(reference(ids))
+            verdict = fp.classify(out, expected)
+            counts[f"{k}u end-to-end {verdict.kind}"] += 1
+            if k >= 64 and verdict.kind == "roundoff":
+                missed.append(
+                    f"  end to end roundoff: {name} {dtype} seed {seed}: {k}u in {site}: output deviation "
+                    f"{median_deviation(out, correct_out):.3g}, resolution {verdict.resolution:.3g}"
+                )
+    return {"counts": counts, "costs": cost, "missed": missed + undetected}
 
 
 def main() -> None:
@@ -96,8 +146,15 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES))
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--errors", nargs="+", type=int, default=[4, 16, 64])
+    parser.add_argument("--repeats", type=int, default=5, help="cost runs per seed (least)")
+    parser.add_argument("--cost-seeds", type=int, default=3, help="seeds whose cost is timed")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     options = parser.parse_args()
-    print(f"torch {torch.__version__}, {options.seeds} seeds, errors {options.errors} u")
+    torch.set_num_threads(options.threads)
+    print(
+        f"torch {torch.__version__}, {options.seeds} seeds, errors {options.errors} u, "
+        f"{options.threads} thread(s)"
+    )
     header = "model    dtype     Type-II on correct  inconcl. calls"
     for k in options.errors:
         header += f"  {k}u det/loc"
@@ -105,7 +162,14 @@ def main() -> None:
     print(header)
     for name in options.models:
         for dtype_name in options.dtypes:
-            result = run(name, DTYPES[dtype_name], options.seeds, options.errors)
+            result = run(
+                name,
+                DTYPES[dtype_name],
+                options.seeds,
+                options.errors,
+                options.repeats,
+                options.cost_seeds,
+            )
             c = result["counts"]
             assert isinstance(c, Counter)
             line = f"{name:8s} {dtype_name:9s} {c['correct type-II']:5d} / {c['correct calls']:<9d}"
@@ -122,6 +186,10 @@ def main() -> None:
             leaves = sum(leaf for _, _, leaf in costs)
             line += f"  {whole / floor:6.2f}x ({leaves / floor:.2f}x)"
             print(line, flush=True)
+            missed = result["missed"]
+            assert isinstance(missed, list)
+            for entry in missed:
+                print(entry, flush=True)
 
 
 if __name__ == "__main__":
