@@ -12,13 +12,15 @@ one module drawn at random (any module but the model itself) returns its output 
 * end to end: ``classify`` on the whole model's output of the same run (never "roundoff" for
   errors of 64u and more is the budget; "inconclusive" is allowed). Each end-to-end
   "roundoff" at 64u or more is listed with the plant's actual deviation of the model output
-  (median over the elements of |planted - correct| / |correct|, the correct model's tracked
-  output) beside the verdict's resolution.
+  (median over the elements of |planted - correct| / |correct|, against the correct model's
+  output in the same format) beside the verdict's resolution.
 
-Cost: ``compare_modules`` against its floor, one plain run of the reference plus one tracked run
-of the model under test (isolated; and leaves only), each the least of ``--repeats``
-alternated runs per seed on the first ``--cost-seeds`` seeds, in thread CPU time on one torch thread (the development machine is
-shared: wall time there measures the other jobs; ``--threads`` changes it).
+Cost (budget: the number of module levels, printed, times the floor; leaves only 1.5x):
+``compare_modules`` against its floor, one plain run of the reference plus one tracked run of
+the model under test (isolated; and leaves only), each the least of ``--repeats`` alternated
+runs per seed on the first ``--cost-seeds`` seeds, in thread CPU time on one torch thread (the
+development machine is shared: wall time there measures the other jobs; ``--threads`` changes
+it).
 
     python benchmarks/bench_module_sensitivity.py --seeds 2 --models nanogpt bert
 """
@@ -105,6 +107,7 @@ def run(
         counts["correct type-II"] += len(correct.bugs)
         counts["correct calls"] += len(correct.calls)
         counts["correct inconclusive"] += len(correct.inconclusive)
+        counts["levels"] = max(counts["levels"], 1 + max(call.depth for call in correct.calls))
         with torch.no_grad():
             correct_out = output_of(custom(ids))
         paths = [call.path for call in correct.calls if call.path]
@@ -158,7 +161,7 @@ def main() -> None:
     header = "model    dtype     Type-II on correct  inconcl. calls"
     for k in options.errors:
         header += f"  {k}u det/loc"
-    header += "  e2e roundoff>=64u  cost/floor (leaves)"
+    header += "  e2e roundoff>=64u  cost/floor (leaves)  levels"
     print(header)
     for name in options.models:
         for dtype_name in options.dtypes:
@@ -184,7 +187,7 @@ def main() -> None:
             floor = sum(f for f, _, _ in costs)
             whole = sum(w for _, w, _ in costs)
             leaves = sum(leaf for _, _, leaf in costs)
-            line += f"  {whole / floor:6.2f}x ({leaves / floor:.2f}x)"
+            line += f"  {whole / floor:6.2f}x ({leaves / floor:.2f}x)  {c['levels']:6d}"
             print(line, flush=True)
             missed = result["missed"]
             assert isinstance(missed, list)
