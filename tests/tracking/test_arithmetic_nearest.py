@@ -3,7 +3,8 @@ the computed value and the exact one (``fractions``: the Python numbers as the d
 lie in the enclosure, for add and sub with ``alpha``, Python numbers, broadcast, 0-d and mixed
 dtype operands, in bfloat16, float16 and float32, on moderate, cancelling and subnormal values.
 ``torch.add(a, b, alpha=3)`` in bfloat16 rounds 3 b to bfloat16 before the sum: this test found
-its values a ULP outside a rule that took the product in float32."""
+its values a ULP outside a rule that took the product in float32. Conversions (``.to``,
+``copy_``) between the floating formats hold the value before and after."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import pytest_fpcheck as fp
+from pytest_fpcheck import formats as F
 
 torch = pytest.importorskip("torch")
 
@@ -75,3 +77,49 @@ def test_computed_and_exact_values_lie_in_the_nearest_enclosure(name: str, dtype
             if not Fraction(bounds.lo[i, j]) <= exact(a64, b64, i, j) <= Fraction(bounds.hi[i, j])
         ]
         assert not outside, (name, dtype, trial, outside)
+
+
+def _cast_sources(dtype: str) -> torch.Tensor:
+    """Values of ``dtype`` that stress a conversion to nearest: ties between float16 and
+    bfloat16 neighbours and their float32/float64 neighbours (where a double rounding through
+    float32 differs from a direct one), subnormals, values past float16's overflow threshold."""
+    rng = np.random.default_rng(len(dtype))
+    base = rng.standard_normal(200) * 2.0 ** rng.integers(-20, 14, 200)
+    ties = []
+    for fmt in ("bfloat16", "float16"):
+        low = F.round_to(base, fmt, "down")
+        high = F.next_up(low, fmt)
+        tie = (low + high) / 2
+        ties += [tie, tie + (high - low) * 2.0**-20, tie - (high - low) * 2.0**-20]
+        ties += [np.nextafter(tie, np.inf), np.nextafter(tie, -np.inf)]
+    extremes = [65504.0, 65520.0, 65519.99, 1e5, 3e38, 6e-8, 3e-8, 1e-40, 2.0**-149, 0.0, -0.0]
+    values = np.concatenate([base, *ties, extremes, -np.array(extremes)])
+    return torch.tensor(values, dtype=torch.float64).to(getattr(torch, dtype))
+
+
+CONVERSIONS = [
+    (source, target)
+    for source in ("float64", "float32", "float16", "bfloat16")
+    for target in ("float32", "float16", "bfloat16")
+    if source != target
+]
+
+
+@pytest.mark.parametrize(("source", "target"), CONVERSIONS)
+def test_a_conversion_lies_in_the_nearest_enclosure_of_its_source(source: str, target: str) -> None:
+    """x.to(target) of a tracked x: the value before (exact for the cast) and after lie in the
+    enclosure, for .to() and copy_()."""
+    x = _cast_sources(source)
+    for convert in (
+        lambda v: v.to(getattr(torch, target)),
+        lambda v: torch.empty(v.shape, dtype=getattr(torch, target)).copy_(v),
+    ):
+        with fp.track():
+            tracked = x * 1  # a tracked source, with a recorded enclosure
+            y = convert(tracked)
+            bounds = fp.bounds_of(y)
+        value = y.double().numpy()
+        exact = tracked.double().numpy()
+        with np.errstate(invalid="ignore"):
+            assert bounds.contains(value).all(), (source, target)
+            assert ((bounds.lo <= exact) & (exact <= bounds.hi)).all(), (source, target)

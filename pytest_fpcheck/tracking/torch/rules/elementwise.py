@@ -1,6 +1,7 @@
 """Casts, correctly rounded arithmetic and library functions (RENDER III-B).
 
-* **Casts and copies**: the source enclosure rounded outward onto the result format.
+* **Casts and copies**: the source enclosure rounded outward onto the result format; on the CPU,
+  which converts to nearest, the hull of the enclosure and its nearest roundings.
 * **Correctly rounded arithmetic** (add, sub, mul, div, sqrt, dropout's scaling): the exact range,
   rounded outward onto the result format (:mod:`pytest_fpcheck.interval.elementwise`); add, sub
   and mul on the CPU, which round to nearest, by the hull of the range and its nearest
@@ -35,16 +36,33 @@ from ._common import (
 __all__: list[str] = []
 
 
+def _converted(ctx: RuleContext, source: Any) -> Interval:
+    """``source``'s enclosure converted to the result format: a conversion on the CPU rounds to
+    nearest even (float64 to float16/bfloat16 through float32, c10's conversions), the hull of
+    the enclosure and its nearest roundings (:meth:`Interval.to_nearest`); elsewhere (another
+    device at either end, or an integer source, whose float64 copy may itself be rounded)
+    rounded outward."""
+    enclosure = ctx.interval(source)
+    floating_on_cpu = (
+        isinstance(source, torch.Tensor)
+        and source.is_floating_point()
+        and source.device.type == "cpu"
+    )
+    if ctx.nearest and floating_on_cpu:
+        return enclosure.to_nearest(ctx.fmt)
+    return enclosure.to_format(ctx.fmt)
+
+
 @rule("aten._to_copy", "aten.to")
 def _to_copy(ctx: RuleContext) -> Interval | None:
     if dtype_format(ctx.outputs[0].dtype) is None:
         return None
-    return ctx.interval(ctx.args[0]).to_format(ctx.fmt)
+    return _converted(ctx, ctx.args[0])
 
 
 @rule("aten.copy")
 def _copy(ctx: RuleContext) -> Interval:
-    return ctx.interval(ctx.args[1]).to_format(ctx.fmt)
+    return _converted(ctx, ctx.args[1])
 
 
 def _nearest(ctx: RuleContext, *operands: Any) -> bool:
