@@ -16,7 +16,8 @@ kernel, the tracker bounds it with its decomposition:
    (``var_mean``; ``native_batch_norm`` in training mode, which leaves the running statistics
    to the kernel; ``cdist`` and its backward; ``mse_loss_backward``; ``convolution_backward``
    in convolutions, transposed ones too; the CPU flash-attention backward through the math
-   path; average pooling); the rest are torch._decomp's. Any operand's version changing
+   path; average pooling; an LSTM layer, ``mkldnn_rnn_layer`` and its backward, step by
+   step); the rest are torch._decomp's. Any operand's version changing
    during the evaluation is an internal error. Float16 and bfloat16 operands are first widened to
    float32; if the kernel's value misses that (tighter) enclosure, the decomposition is run
    again in the operands' own formats, each step's enclosure rounded outward onto the narrow
@@ -203,6 +204,148 @@ def _mse_loss_backward(
     return norm * (x - target) * grad
 
 
+def _lstm_layout(x: torch.Tensor, hx: torch.Tensor, batch_sizes: Any, mode: int, what: str) -> bool:
+    """Whether an LSTM layer's input is batch-major (B, T, I) rather than time-major
+    (T, B, I), read from the state's batch size; refuses packed sequences and other cells."""
+    if mode != 2 or len(batch_sizes) or x.dim() != 3:
+        raise UnsupportedOperation(
+            what, how="a packed sequence, or a cell other than LSTM, has no rule yet"
+        )
+    return x.shape[1] != hx.shape[-2]
+
+
+def _lstm_gates(
+    x: torch.Tensor,
+    h: torch.Tensor,
+    c: torch.Tensor,
+    weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    has_biases: bool,
+) -> tuple[torch.Tensor, ...]:
+    """One LSTM step: the gates i, f, g, o (PyTorch's order), the new cell and hidden states."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    gates = x @ w_ih.t() + h @ w_hh.t()
+    if has_biases:
+        gates = gates + b_ih + b_hh
+    i, f, g, o = gates.chunk(4, -1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    c_new = f * c + i * g
+    tanh_c = c_new.tanh()
+    return i, f, g, o, c_new, tanh_c, o * tanh_c
+
+
+def _mkldnn_rnn_layer(
+    x: torch.Tensor,
+    w_ih: torch.Tensor,
+    w_hh: torch.Tensor,
+    b_ih: torch.Tensor,
+    b_hh: torch.Tensor,
+    hx: torch.Tensor,
+    cx: torch.Tensor,
+    reverse: bool,
+    batch_sizes: Any,
+    mode: int,
+    hidden_size: int,
+    num_layers: int,
+    has_biases: bool,
+    bidirectional: bool,
+    batch_first: bool,
+    train: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``mkldnn_rnn_layer`` (what ``nn.LSTM`` runs on the CPU: oneDNN's kernel) of an LSTM,
+    step by step: gates = x W_ih^T + h W_hh^T + b_ih + b_hh, i, f, o = sigmoid, g = tanh,
+    c = f c + i g, h = o tanh(c); the output, the last hidden and cell states (the kernel's
+    fourth result, its workspace for the backward pass, holds bytes, no bounds)."""
+    batch_major = _lstm_layout(x, hx, batch_sizes, mode, "aten.mkldnn_rnn_layer")
+    steps = x.transpose(0, 1) if batch_major else x
+    h, c = hx, cx
+    outputs: list[torch.Tensor] = []
+    order = range(steps.shape[0] - 1, -1, -1) if reverse else range(steps.shape[0])
+    for t in order:
+        _, _, _, _, c, _, h = _lstm_gates(steps[t], h, c, (w_ih, w_hh, b_ih, b_hh), has_biases)
+        outputs.append(h)
+    if reverse:
+        outputs.reverse()
+    output = torch.stack(outputs)
+    return (output.transpose(0, 1) if batch_major else output), h, c
+
+
+def _mkldnn_rnn_layer_backward(
+    x: torch.Tensor,
+    w_ih: torch.Tensor,
+    w_hh: torch.Tensor,
+    b_ih: torch.Tensor,
+    b_hh: torch.Tensor,
+    hx: torch.Tensor,
+    cx: torch.Tensor,
+    output: torch.Tensor,
+    hy: torch.Tensor,
+    cy: torch.Tensor,
+    grad_output: torch.Tensor | None,
+    grad_hy: torch.Tensor | None,
+    grad_cy: torch.Tensor | None,
+    reverse: bool,
+    mode: int,
+    hidden_size: int,
+    num_layers: int,
+    has_biases: bool,
+    train: bool,
+    bidirectional: bool,
+    batch_sizes: Any,
+    batch_first: bool,
+    workspace: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    """``mkldnn_rnn_layer_backward`` of an LSTM, by backpropagation through time over the
+    recomputed steps: with dh = dO_t + dh', do = dh tanh(c), dc = dc' + dh o (1 - tanh(c)^2),
+    di = dc g, df = dc c_prev, dg = dc i, the gates' pre-activation gradients
+    (sigmoid' = s (1 - s), tanh' = 1 - t^2) give dx_t = dG W_ih, dh_prev = dG W_hh,
+    dc_prev = dc f; the weights' gradients are one product over all steps (dG^T X, dG^T H: any
+    order of its sums), the biases' the sum of dG over all steps."""
+    batch_major = _lstm_layout(x, hx, batch_sizes, mode, "aten.mkldnn_rnn_layer_backward")
+    steps = x.transpose(0, 1) if batch_major else x
+    count = steps.shape[0]
+    order = list(range(count - 1, -1, -1) if reverse else range(count))
+    weights = (w_ih, w_hh, b_ih, b_hh)
+    h, c = hx, cx
+    saved = {}
+    for t in order:
+        gates = _lstm_gates(steps[t], h, c, weights, has_biases)
+        saved[t] = (h, c, *gates[:4], gates[5])
+        c, h = gates[4], gates[6]
+    upstream = None
+    if grad_output is not None:
+        upstream = grad_output.transpose(0, 1) if batch_major else grad_output
+    dh_next = grad_hy if grad_hy is not None else torch.zeros_like(hx)
+    dc_next = grad_cy if grad_cy is not None else torch.zeros_like(cx)
+    one = torch.ones((), dtype=x.dtype)
+    grad_steps: dict[int, torch.Tensor] = {}
+    grad_gates: dict[int, torch.Tensor] = {}
+    for t in reversed(order):
+        _, c_prev, i, f, g, o, tanh_c = saved[t]
+        dh = dh_next if upstream is None else upstream[t] + dh_next
+        do = dh * tanh_c
+        dc = dc_next + dh * o * (one - tanh_c * tanh_c)
+        pre = torch.cat(
+            [
+                dc * g * i * (one - i),
+                dc * c_prev * f * (one - f),
+                dc * i * (one - g * g),
+                do * o * (one - o),
+            ],
+            -1,
+        )
+        grad_gates[t] = pre
+        grad_steps[t] = pre @ w_ih
+        dh_next = pre @ w_hh
+        dc_next = dc * f
+    every = torch.cat([grad_gates[t] for t in range(count)], 0)
+    grad_w_ih = every.t() @ torch.cat([steps[t] for t in range(count)], 0)
+    grad_w_hh = every.t() @ torch.cat([saved[t][0] for t in range(count)], 0)
+    grad_bias = every.sum(0) if has_biases else torch.zeros_like(b_ih)
+    grad_x = torch.stack([grad_steps[t] for t in range(count)])
+    grad_x = grad_x.transpose(0, 1) if batch_major else grad_x
+    return grad_x, grad_w_ih, grad_w_hh, grad_bias, grad_bias.clone(), dh_next, dc_next
+
+
 def _attention_backward(
     grad: torch.Tensor,
     q: torch.Tensor,
@@ -362,6 +505,8 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten._cdist_forward": _cdist,
     "aten._cdist_backward": _cdist_backward,
     "aten.mse_loss_backward": _mse_loss_backward,
+    "aten.mkldnn_rnn_layer": _mkldnn_rnn_layer,
+    "aten.mkldnn_rnn_layer_backward": _mkldnn_rnn_layer_backward,
     "aten.convolution_backward": _convolution_backward,
     "aten._scaled_dot_product_flash_attention_for_cpu_backward": _attention_backward,
     "aten.avg_pool2d": _avg_pool2d,
