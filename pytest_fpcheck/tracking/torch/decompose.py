@@ -16,7 +16,7 @@ kernel, the tracker bounds it with its decomposition:
    (``var_mean``; ``native_batch_norm`` in training mode, which leaves the running statistics
    to the kernel; ``cdist`` and its backward; ``mse_loss_backward``; ``convolution_backward``
    in convolutions, transposed ones too; the CPU flash-attention backward through the math
-   path; average pooling; an LSTM layer, ``mkldnn_rnn_layer`` and its backward, step by
+   path; average pooling and its backward in its kernel's order; an LSTM layer, ``mkldnn_rnn_layer`` and its backward, step by
    step); the rest are torch._decomp's. Any operand's version changing
    during the evaluation is an internal error. Float16 and bfloat16 operands are first widened to
    float32; if the kernel's value misses that (tighter) enclosure, the decomposition is run
@@ -472,30 +472,28 @@ def _avg_pool2d_backward(
     count_include_pad: bool,
     divisor_override: Any,
 ) -> torch.Tensor:
-    """``avg_pool2d_backward``: each window's share ``grad / divisor`` scattered back by a
-    transposed convolution with a kernel of ones, one channel at a time, over the padded
-    input, whose padding is then cut away."""
+    """``avg_pool2d_backward`` in the order of ATen's CPU kernel (``cpu_avg_pool_backward``):
+    each window's share ``grad / divisor`` (rounded to the gradient's format) added into the
+    gradient of the padded input, window after window in row-major order, each addition
+    rounded to that format (float16 and bfloat16 kernels accumulate in it); as one strided
+    addition per position in the kernel, last position first, which adds each input's shares
+    in the kernel's order. The padding is then cut away."""
     k, s, p = _pair(kernel), _pair(stride, kernel), _pair(padding, (0,))
     size = (x.shape[-2], x.shape[-1])
     divisors, extra = _pool_windows(size, k, s, p, ceil_mode, count_include_pad, divisor_override)
-    channels = grad.shape[-3]
-    flat = grad.reshape(-1, channels, *grad.shape[-2:])
-    ones = torch.ones(channels, 1, *k, dtype=grad.dtype)
+    rows, columns = grad.shape[-2], grad.shape[-1]
+    shares = (grad / divisors.to(_opmath(grad.dtype))).to(grad.dtype)
     padded = [size[d] + 2 * p[d] + extra[d] for d in range(2)]
-    rest = [padded[d] - ((grad.shape[d - 2] - 1) * s[d] + k[d]) for d in range(2)]
-    spread: torch.Tensor = torch.ops.aten.convolution.default(
-        (flat / divisors.to(_opmath(grad.dtype))).to(grad.dtype),
-        ones,
-        None,
-        list(s),
-        [0, 0],
-        [1, 1],
-        True,
-        rest,
-        channels,
-    )
-    out = spread[..., p[0] : p[0] + size[0], p[1] : p[1] + size[1]]
-    return out.reshape(x.shape)
+    spread = torch.zeros(*grad.shape[:-2], *padded, dtype=grad.dtype)
+    for dh in reversed(range(k[0])):
+        for dw in reversed(range(k[1])):
+            window = spread[
+                ...,
+                dh : dh + (rows - 1) * s[0] + 1 : s[0],
+                dw : dw + (columns - 1) * s[1] + 1 : s[1],
+            ]
+            window.add_(shares)
+    return spread[..., p[0] : p[0] + size[0], p[1] : p[1] + size[1]]
 
 
 #: decompositions written here, in operations that have rules, used before torch._decomp's
