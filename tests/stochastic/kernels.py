@@ -15,15 +15,19 @@ import triton.language as tl
 
 
 @triton.jit
-def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    row = tl.program_id(0)
+def softmax_kernel(x_ptr, y_ptr, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    """The fused softmax of the examples, ``ROWS`` rows per program (one program for the
+    calibration's inputs: the interpreter's cost is per operation, not per element)."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    offsets = rows[:, None] * n_cols + cols[None, :]
+    mask = (cols < n_cols)[None, :]
+    x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf"))
     x = x.to(tl.float32)
-    z = x - tl.max(x, axis=0)
+    z = x - tl.max(x, axis=1)[:, None]
     e = tl.exp(z)
-    y = e / tl.sum(e, axis=0)
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+    y = e / tl.sum(e, axis=1)[:, None]
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -43,19 +47,23 @@ def matmul_kernel(  # type: ignore[no-untyped-def]
 
 
 @triton.jit
-def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    row = tl.program_id(0)
+def layer_norm_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr
+):  # type: ignore[no-untyped-def]
+    """A layer norm of ``ROWS`` rows per program: statistics in float32, affine transform."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / n_cols
-    centred = tl.where(mask, x - mean, 0.0)
-    variance = tl.sum(centred * centred, axis=0) / n_cols
+    offsets = rows[:, None] * n_cols + cols[None, :]
+    mask = (cols < n_cols)[None, :]
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=1) / n_cols
+    centred = tl.where(mask, x - mean[:, None], 0.0)
+    variance = tl.sum(centred * centred, axis=1) / n_cols
     rstd = 1 / tl.sqrt(variance + eps)
-    w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=mask).to(tl.float32)
-    y = centred * rstd * w + b
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    w = tl.load(w_ptr + cols, mask=cols < n_cols).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=cols < n_cols).to(tl.float32)
+    y = centred * rstd[:, None] * w[None, :] + b[None, :]
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def _on_grid(dtype: torch.dtype, *shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -65,10 +73,11 @@ def _on_grid(dtype: torch.dtype, *shape: int, seed: int, scale: float = 1.0) -> 
 
 
 def softmax(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
-    """Row softmax of ``x`` (rows of at most 128) in ``dtype``, statistics in float32."""
+    """Row softmax of ``x`` (a multiple of 16 rows of at most 128) in ``dtype``, statistics in
+    float32."""
     x = x.to(dtype)
     y = torch.empty_like(x)
-    softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=128)
+    softmax_kernel[(x.shape[0] // 16,)](x, y, x.shape[1], ROWS=16, BLOCK=128)
     return y
 
 
@@ -108,10 +117,11 @@ _BIAS = _on_grid(torch.bfloat16, 96, seed=9, scale=1 / 4)
 
 
 def layer_norm(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
-    """Layer norm of the rows of ``x`` (96 wide) with a fixed affine transform, in ``dtype``."""
+    """Layer norm of the rows of ``x`` (a multiple of 16 rows, 96 wide) with a fixed affine
+    transform, in ``dtype``."""
     x, w, b = x.to(dtype), _W.to(dtype), _BIAS.to(dtype)
     y = torch.empty_like(x)
-    layer_norm_kernel[(x.shape[0],)](x, w, b, y, x.shape[1], 1e-5, BLOCK=128)
+    layer_norm_kernel[(x.shape[0] // 16,)](x, w, b, y, x.shape[1], 1e-5, ROWS=16, BLOCK=128)
     return y
 
 
