@@ -111,3 +111,17 @@ def test_attention_with_dropout_draws_what_a_plain_run_draws() -> None:
     assert torch.equal(out, plain)
     assert torch.equal(torch.get_rng_state(), state)
     assert np.isfinite(fp.bounds_of(out).hi).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_weights_that_underflow_the_format_are_enclosed(dtype: torch.dtype) -> None:
+    """Scores spread over tens of units: most weights exp(s - max) fall below the format's
+    normal range (float16's subnormals start at 6e-5), where rounding is absolute, not
+    relative."""
+    q, k, v = _operands(dtype, 5, 2, 2, length=6)
+    q = (q.float() * 6).to(dtype)
+    plain = F.scaled_dot_product_attention(q, k, v)
+    with fp.track(strict=True):
+        out = F.scaled_dot_product_attention(q, k, v)
+    exact = _mpmath_attention(*(t.double().numpy() for t in (q, k, v)), False)
+    _check(out, plain, exact)

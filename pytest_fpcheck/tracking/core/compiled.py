@@ -30,8 +30,8 @@ declare it, and step aside while a compiled graph runs:
 fails or records a wrong graph (pytorch/pytorch#130726). While a block is open, the tracer's
 entry points (``torch._C._create_function_from_trace``, ``_create_graph_by_tracing``,
 ``torch._C.ScriptModule._create_method_from_trace`` and their ``_with_dict`` variants) run
-with the package's modes popped: the traced program is what a
-plain run records, and the recording run's values are not the program's results.
+with the package's modes popped: the traced program is what a plain run records, and the
+recording run's values are not the program's results.
 
 This is a scoped hook (set while a block is open, like the Triton instrumentation), not a
 patch of torch: the wrapper of a graph compiled inside a block only calls the graph when no
@@ -55,9 +55,6 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_
 from .frames import user_frame
 
 __all__ = ["CompiledRegion", "attach", "detach", "ensure_attached", "stepped_aside"]
-
-#: the gap reason of what a compiled region produced
-REASON = "torch.compile region"
 
 _LOCK = threading.Lock()
 _USERS = 0
@@ -166,7 +163,8 @@ def _wrap(compiled: Callable[..., Any], name: str) -> Callable[..., Any]:
         return out
 
     region.__name__ = getattr(compiled, "__name__", "compiled_graph")
-    region.__wrapped__ = compiled  # type: ignore[attr-defined]
+    if getattr(compiled, "_boxed_call", False):  # called with one list of arguments
+        region._boxed_call = True  # type: ignore[attr-defined]
     return region
 
 

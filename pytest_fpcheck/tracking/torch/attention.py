@@ -23,10 +23,12 @@ The enclosure, by the operands' format:
   every intermediate to it); it is the float32 computation with each weight rounded once to the
   input format. The enclosure is the float32 math path's on the widened operands, [lo, hi],
   widened by the kernel's error model and rounded outward onto the format: with weights p_j >= 0,
-  l = sum_j p_j and each weight carrying a relative error of at most u (the format's unit
-  round-off) + 2^-18 (the vectorised exp and the float32 rescaling) + 4 (n + 2) 2^-24 (the
-  float32 sums over n keys), the kernel's output differs from the exact sum_j p_j v_j / l by at
-  most that relative error times sum_j p_j |v_j| / l <= max_j |v_j|, per output column.
+  l = sum_j p_j >= 1 (the largest weight is exp(0)) and each weight carrying a relative error
+  of at most u (the format's unit round-off) + 2^-18 (the vectorised exp and the float32
+  rescaling) + 4 (n + 2) 2^-24 (the float32 sums over n keys), plus an absolute error of half
+  the format's smallest subnormal where it underflows, the kernel's output differs from the
+  exact sum_j p_j v_j / l by at most (that relative error + n * subnormal / 2) times
+  max_j |v_j|, per output column.
 
 An element of the kernel's result outside the enclosure is checked on every call, not assumed
 away: it gets no bounds (the whole line), with a note, so a verdict on it is inconclusive rather
@@ -139,7 +141,12 @@ def _kernel_model(
     largest = magnitude.max(axis=-2, keepdims=True)  # over the keys, per column
     if value.dim() >= 3 and lo.shape[-3] != value.shape[-3]:  # grouped-query heads
         largest = np.repeat(largest, lo.shape[-3] // value.shape[-3], axis=-3)
-    relative = fmt.unit_roundoff + 2.0**-18 + 4 * (keys + 2) * 2.0**-24
+    # a weight below the format's normal range is rounded with an absolute error of at most
+    # half its smallest subnormal: with l >= 1 (the largest weight is exp(0)), n of them move
+    # the output by at most n * subnormal / 2 * max|v|
+    relative = (
+        fmt.unit_roundoff + 2.0**-18 + 4 * (keys + 2) * 2.0**-24 + keys * fmt.smallest_subnormal / 2
+    )
     with np.errstate(over="ignore", invalid="ignore"):
         radius = rounding.up(relative * 2 * largest)  # 2x: the relative error's own rounding
         return (
