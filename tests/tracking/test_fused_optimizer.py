@@ -7,6 +7,7 @@ update; the tracked optimizer computes exactly what the untracked one does."""
 from __future__ import annotations
 
 import math
+import re
 
 import mpmath
 import numpy as np
@@ -237,3 +238,37 @@ def test_fused_optimizers_step_as_without_tracking(
             assert torch.equal(value, steps[1].state[twin][key]), key
             if key != "step":
                 assert fp.bounds_of(value).contains(value).all(), key
+
+
+def test_beta1_of_zero_keeps_no_first_moment() -> None:
+    """betas=(0, 0.999) is valid: the first moment is the gradient itself, 0 ** t exactly."""
+    values = inputs(torch.float32, n=24)
+    options = {**HYPER, "beta1": 0.0, "weight_decay": 0.0, "amsgrad": False, "maximize": False}
+    state = (
+        [values["param"]],
+        [values["grad"]],
+        [values["exp_avg"]],
+        [values["exp_avg_sq"]],
+        [],
+        [torch.tensor(2.0)],
+    )
+    with fp.track(strict=True):
+        out = aten._fused_adam(*state, **options)
+    assert torch.equal(out[2][0], values["grad"])
+    assert fp.bounds_of(out[0][0]).contains(out[0][0]).all()
+
+
+def test_a_beta_outside_its_range_is_refused_naming_it() -> None:
+    values = inputs(torch.float32, n=4)
+    options = {**HYPER, "beta1": 1.5, "weight_decay": 0.0, "amsgrad": False, "maximize": False}
+    state = (
+        [values["param"]],
+        [values["grad"]],
+        [values["exp_avg"]],
+        [values["exp_avg_sq"]],
+        [],
+        [torch.tensor(1.0)],
+    )
+    message = "beta=1.5 (type float) is not valid: expected a number in [0, 1)."
+    with pytest.raises(fp.InvalidArgument, match=re.escape(message)), fp.track(strict=True):
+        aten._fused_adam(*state, **options)

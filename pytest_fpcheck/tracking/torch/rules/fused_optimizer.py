@@ -64,10 +64,13 @@ def _point(value: float) -> Interval:
 
 
 def _pow(base: float, exponent: Interval) -> Interval:
-    """``base ** exponent`` for 0 < base < 1 as libm computes it in double (decreasing in the
-    exponent), widened by :data:`_POW_ULPS` ULPs each way."""
-    if not 0.0 < base < 1.0:
-        raise InvalidArgument("beta", base, "a number in (0, 1)")
+    """``base ** exponent`` for 0 <= base < 1 and an exponent >= 1 (a step count) as libm
+    computes it in double (decreasing in the exponent), widened by :data:`_POW_ULPS` ULPs each
+    way; exactly 0 for base 0."""
+    if not 0.0 <= base < 1.0:
+        raise InvalidArgument("beta", base, "a number in [0, 1)")
+    if base == 0.0:
+        return Interval.point(np.asarray(0.0))
     lo, hi = base ** float(exponent.hi), base ** float(exponent.lo)
     for _ in range(_POW_ULPS):
         lo, hi = np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)
