@@ -28,6 +28,8 @@ the optimizer has already incremented):
    the opmath ``m`` and ``v``, not their rounded copies.
 3. ``found_inf == 1`` skips the whole step.
 
+Other devices' kernels order their arithmetic differently and are refused.
+
 Each step is interval arithmetic with every intermediate rounded outward onto opmath, which
 encloses the kernel's value whether or not the compiler fuses a product into the following sum
 (the vectorised lerp is an explicit fused multiply-add; a fused result is the rounding of an
@@ -49,7 +51,7 @@ from ....formats import FORMATS, Format
 from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ..context import RuleContext
-from ._common import F64, rule
+from ._common import F64, raise_unsupported, rule
 
 __all__: list[str] = []
 
@@ -169,6 +171,9 @@ def _step(
 
 def _fused(ctx: RuleContext, adamw: bool) -> list[Interval | None]:
     params = ctx.args[0]
+    devices = {p.device.type for p in params}
+    if devices - {"cpu"}:
+        raise_unsupported(ctx, f"the fused Adam step on {', '.join(sorted(devices))}")
     lr = _scalar(ctx, ctx.kwargs["lr"])
     scale_argument = ctx.kwargs.get("grad_scale")
     scale = None if scale_argument is None else _scalar(ctx, scale_argument)
