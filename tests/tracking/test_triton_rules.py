@@ -205,6 +205,34 @@ def test_a_compiled_launch_keeps_its_values_and_takes_bounds_from_an_interpreted
     assert "compiled kernel" in fp.classify(out, (x.double() * 3)).report()
 
 
+def test_a_compiled_launch_tracking_refuses_keeps_its_values_and_is_a_gap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outside strict mode the interpreted re-run that would bound a compiled launch is refused
+    like any launch: the compiled kernel's values stay, and what the re-run wrote on the host
+    copies (no bounds) is moved to the device tensors."""
+    from triton.runtime.jit import JITFunction
+
+    from pytest_fpcheck.adapters.torch import internal
+
+    def compiled_stand_in(self, *args, grid, warmup, **kwargs):  # type: ignore[no-untyped-def]
+        x, out = args[0], args[1]
+        with internal(), torch.no_grad():
+            out.copy_(x.sum().reshape(1))
+
+    monkeypatch.setattr(JITFunction, "run", compiled_stand_in)
+    compiled = JITFunction(product_reduce_kernel.fn)
+    x = torch.rand(16)
+    out = torch.zeros(1)
+    with fp.track() as tracker:
+        compiled[(1,)](x, out, BLOCK=16)
+    assert out.item() == x.sum().item()  # the compiled kernel's value
+    assert np.isposinf(fp.bounds_of(out).hi).all()
+    assert [g.op for g in tracker.gaps.values()] == ["triton:product_reduce_kernel"]
+    with fp.track(strict=True), pytest.raises(fp.UnsupportedOperation, match="'_times_plus'"):
+        compiled[(1,)](x, out, BLOCK=16)
+
+
 def test_an_unsupported_triton_release_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(triton, "__version__", "2.1.0")
     with pytest.raises(

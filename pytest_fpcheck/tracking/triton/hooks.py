@@ -399,7 +399,10 @@ def _compiled_guard(original: Callable[..., Any]) -> Callable[..., Any]:
     """A compiled launch under tracking: the compiled kernel computes the values; the kernel is
     then re-run by the instrumented interpreter on host copies of its arguments (taken before
     the compiled run, with their bounds), and the bounds it records are moved to the device
-    tensors, with a note saying where value and bounds come from (issue 4, item 2)."""
+    tensors, with a note saying where value and bounds come from (issue 4, item 2). A re-run
+    tracking refuses is handled by the launch hook like any launch: outside strict mode the host
+    copies it wrote get no bounds, which move to the device tensors, and the compiled values
+    stay."""
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         tracker = observe.bounder()
