@@ -167,8 +167,8 @@ def pair(model: nn.Module, dtype: torch.dtype) -> tuple[nn.Module, nn.Module]:
 
 
 def plant_relative_error(model: nn.Module, path: str, relative: float) -> str:
-    """Make the module at ``path`` return its output (the first of a tuple) times
-    ``1 + relative`` (its own code: the error is inside that module)."""
+    """Make the module at ``path`` return its output (the first of a tuple, the first field of
+    a ``ModelOutput``) times ``1 + relative`` (its own code: the error is inside that module)."""
     module = model.get_submodule(path)
     forward = type(module).forward
 
@@ -176,6 +176,10 @@ def plant_relative_error(model: nn.Module, path: str, relative: float) -> str:
         out = forward(module, *args, **kwargs)
         if isinstance(out, tuple):  # (hidden states, attention weights, ...): the first
             return (out[0] * (1 + relative), *out[1:])
+        if isinstance(out, dict):  # a Hugging Face ModelOutput (an OrderedDict): its first field
+            first = next(iter(out))
+            out[first] = out[first] * (1 + relative)
+            return out
         return out * (1 + relative)
 
     module.forward = scaled  # type: ignore[method-assign]
