@@ -22,6 +22,7 @@ thread-local).
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -106,20 +107,42 @@ def _covers_storage(t: torch.Tensor, length: int) -> bool:
     return True
 
 
+def _references_to_owner(array: np.ndarray) -> int:
+    """How many references the array whose memory ``array`` views has (CPython's count,
+    including this function's own)."""
+    owner = array.base
+    return sys.getrefcount(owner)
+
+
+#: what :func:`_references_to_owner` says of a view that alone refers to its owner (measured,
+#: so that it holds whatever the interpreter counts for the function's own references)
+_SOLE_VIEW = _references_to_owner(np.empty(1)[:])
+
+
 def _buffer(array: np.ndarray, shape: tuple[int, ...], owned: bool) -> np.ndarray:
-    """A flat float64 buffer holding ``array`` broadcast to ``shape``: ``array`` itself when the
-    caller handed it over and it owns contiguous memory of that shape, else a copy (a rule's
-    arrays may be views of another record's buffers)."""
+    """A flat float64 buffer holding ``array`` broadcast to ``shape``: ``array``'s memory itself
+    when the caller handed it over and it is contiguous memory of that shape that nothing else
+    can reach (an array that owns it, or the one view of an array nothing else refers to, as a
+    kernel's reshaped output is), else a copy (a rule's arrays may be views of another record's
+    buffers, whose owner those buffers also refer to)."""
     if (
         owned
         and type(array) is np.ndarray
-        and array.flags.owndata
         and array.flags.c_contiguous
         and array.flags.writeable
         and array.dtype == np.float64
         and array.shape == shape
     ):
-        return array.reshape(-1)
+        if array.flags.owndata:
+            return array.reshape(-1)
+        owner = array.base
+        if (
+            type(owner) is np.ndarray
+            and owner.flags.owndata
+            and owner.nbytes == array.nbytes  # contiguous and as large: all of the owner
+            and _references_to_owner(array) == _SOLE_VIEW + 1  # + 1: ``owner`` here
+        ):
+            return array.reshape(-1)
     return np.array(np.broadcast_to(array, shape), dtype=np.float64, order="C").reshape(-1)
 
 
