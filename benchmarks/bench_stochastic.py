@@ -14,7 +14,7 @@ Sections (``--section``, default all):
   mpmath value), an 8-layer bfloat16 MLP and a bfloat16 transformer block (against float64).
 * ``triton``: the same for Triton kernels run by the interpreter (``TRITON_INTERPRET=1``, set
   here): the softmax, matmul and layer norm kernels of tests/stochastic/kernels.py, inputs in the
-  kernel's format, against their float64 PyTorch references; then the softmax with its input
+  kernel's format, against their float64 PyTorch references; then with an input or a parameter
   converted inside the function (part of ``all``).
 * ``power``: planted bugs (the output of one layer scaled by ``1 + 16u`` and ``1 + 64u``, ``u``
   bfloat16's unit round-off) in an 8-layer bfloat16 MLP and a 4-block bfloat16 transformer:
@@ -148,8 +148,8 @@ def calibration(seeds: int, samples: int) -> None:
 
 def triton_kernels(seeds: int, samples: int, only: str = "") -> None:
     """The calibration of :func:`calibration` on the Triton kernels of tests/stochastic/kernels.py
-    (inputs in the kernel's format, as the examples give them), then the softmax with its input
-    converted inside the function. ``only``: run the cases whose name contains it."""
+    (inputs in the kernel's format, as the examples give them), then with an input or a
+    parameter converted inside the function. ``only``: run the cases whose name contains it."""
     os.environ["TRITON_INTERPRET"] = "1"
     from tests.stochastic.kernels import CONVERTING, KERNELS
 
@@ -157,7 +157,7 @@ def triton_kernels(seeds: int, samples: int, only: str = "") -> None:
         f"## Triton kernels: false Type-II rate at confidence 0.999, {seeds} seeds, "
         f"{samples} samples"
     )
-    cases = {**KERNELS, "softmax, 16x100, float16, input converted inside fn": CONVERTING}
+    cases = {**KERNELS, **CONVERTING}
     for name, (run, reference, draw, dtype) in cases.items():
         if only not in name:
             continue

@@ -112,7 +112,7 @@ def matmul_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
     return x.to(dtype) @ _B.to(dtype)
 
 
-_W = 1 + _on_grid(torch.bfloat16, 96, seed=8, scale=1 / 4)
+_W = (1 + _on_grid(torch.float32, 96, seed=8, scale=1 / 4)).to(torch.bfloat16).float()
 _BIAS = _on_grid(torch.bfloat16, 96, seed=9, scale=1 / 4)
 
 
@@ -128,6 +128,24 @@ def layer_norm(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
 def layer_norm_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.layer_norm(
         x.to(dtype), (x.shape[-1],), _W.to(dtype), _BIAS.to(dtype), 1e-5
+    )
+
+
+_W_OFF_GRID = 1 + _on_grid(torch.float32, 96, seed=8, scale=1 / 4)
+
+
+def layer_norm_converting(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    """:func:`layer_norm` with a float32 weight off ``dtype``'s grid, converted inside the
+    function (the reference keeps it in float64)."""
+    x, w, b = x.to(dtype), _W_OFF_GRID.to(dtype), _BIAS.to(dtype)
+    y = torch.empty_like(x)
+    layer_norm_kernel[(x.shape[0] // 16,)](x, w, b, y, x.shape[1], 1e-5, ROWS=16, BLOCK=128)
+    return y
+
+
+def layer_norm_converting_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(
+        x.to(dtype), (x.shape[-1],), _W_OFF_GRID.to(dtype), _BIAS.to(dtype), 1e-5
     )
 
 
@@ -159,11 +177,20 @@ KERNELS: dict[str, tuple[Run, Run, Draw, torch.dtype]] = {
     ),
 }
 
-#: the softmax with its input converted inside the function, against the float64 softmax of the
-#: unconverted input (benchmarks/bench_stochastic.py reports it apart)
-CONVERTING: tuple[Run, Run, Draw, torch.dtype] = (
-    softmax_converting,
-    softmax_converting_reference,
-    lambda seed: torch.randn(16, 100, generator=torch.Generator().manual_seed(seed)),
-    torch.float16,
-)
+#: inputs or parameters off the kernel format's grid, converted inside the function, against
+#: the float64 reference of the unconverted values (benchmarks/bench_stochastic.py reports them
+#: apart): the conversion's rounding is part of the error and of the samples
+CONVERTING: dict[str, tuple[Run, Run, Draw, torch.dtype]] = {
+    "softmax, 16x100, float16, input converted inside fn": (
+        softmax_converting,
+        softmax_converting_reference,
+        lambda seed: torch.randn(16, 100, generator=torch.Generator().manual_seed(seed)),
+        torch.float16,
+    ),
+    "layer norm, 16x96, bfloat16, weight converted inside fn": (
+        layer_norm_converting,
+        layer_norm_converting_reference,
+        lambda seed: _on_grid(torch.bfloat16, 16, 96, seed=seed),
+        torch.bfloat16,
+    ),
+}
