@@ -71,8 +71,7 @@ def test_softmax_and_layer_norm_backward(dtype: torch.dtype) -> None:
     check(
         lambda g, y: aten._log_softmax_backward_data(g, y, -1, dtype), g, torch.log_softmax(x, -1)
     )
-    if dtype != torch.float32:
-        return  # layer norm's float16 and bfloat16 backward kernels: no rule yet (issue 19)
+    # float16 and bfloat16: the weight's and bias's gradients in the kernel's thread blocks
     w, b = rand(17, dtype=dtype), rand(17, dtype=dtype)
     _, mean, rstd = aten.native_layer_norm(x, [17], w, b, 1e-5)
     check(
@@ -86,6 +85,35 @@ def test_softmax_and_layer_norm_backward(dtype: torch.dtype) -> None:
         w,
         b,
     )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_layer_norm_backward_over_many_rows(dtype: torch.dtype, threads: int) -> None:
+    """37 rows split among the kernel's threads: each thread's block of rows is added into a
+    buffer of the tensor's format, the buffers summed in float32 (the decomposition follows the
+    same blocks); rows offset by 100 and tiny rows (cancellation, underflow)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        x = rand(37, 8, dtype=dtype, scale=2)
+        x[0] = (x[0].float() + 100).to(dtype)
+        x[1] = (x[1].float() * 1e-4).to(dtype)
+        g, w, b = rand(37, 8, dtype=dtype), rand(8, dtype=dtype), rand(8, dtype=dtype)
+        _, mean, rstd = aten.native_layer_norm(x, [8], w, b, 1e-5)
+        check(
+            lambda g, x, m, r, w, b: aten.native_layer_norm_backward(
+                g, x, [8], m, r, w, b, [True, True, True]
+            ),
+            g,
+            x,
+            mean,
+            rstd,
+            w,
+            b,
+        )
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -346,6 +346,62 @@ def _mkldnn_rnn_layer_backward(
     return grad_x, grad_w_ih, grad_w_hh, grad_bias, grad_bias.clone(), dh_next, dc_next
 
 
+def _layer_norm_backward(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    normalized_shape: list[int],
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    output_mask: list[bool],
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """``native_layer_norm_backward`` as ATen's CPU kernel (``LayerNormBackwardKernelImplInternal``,
+    ``layer_norm_backward_frame``) computes it, in float32 for float16 and bfloat16 (opmath).
+    The input's gradient in the kernel's form: per row, with g = dy w, ds = sum g x,
+    db = sum g, a = rstd and s = 1 / n, b' = (db mean - ds) a^3 s, c' = -b' mean - db a s and
+    dx = a g + b' x + c' (its cancellation for rows far from 0 included), rounded once. The
+    weight's and bias's gradients: ``at::parallel_for`` hands each of ``torch.get_num_threads()``
+    threads a contiguous block of rows, which it adds row after row into its own buffer in the
+    tensor's format (each row's terms dy (a x + b), b = -a mean, and dy computed in opmath, each
+    sum rounded to the format); the buffers are then summed in opmath in thread order and
+    rounded once."""
+    opmath = _opmath(x.dtype)
+    size = math.prod(normalized_shape)
+    rows, values = grad.reshape(-1, size).to(opmath), x.reshape(-1, size).to(opmath)
+    scale = rstd.reshape(-1, 1).to(opmath)
+    centre = mean.reshape(-1, 1).to(opmath)
+    grad_x = None
+    if output_mask[0]:
+        scaled = rows * weight.reshape(1, size).to(opmath) if weight is not None else rows
+        ds = (scaled * values).sum(-1, keepdim=True)
+        db = scaled.sum(-1, keepdim=True)
+        slope = (db * centre - ds) * scale * scale * scale * (1.0 / size)
+        offset = -slope * centre - db * scale * (1.0 / size)
+        grad_x = (scale * scaled + slope * values + offset).to(x.dtype).reshape(x.shape)
+    count = rows.shape[0]
+    threads = max(min(torch.get_num_threads(), count), 1)
+    chunk = -(-count // threads)
+    blocks = [range(start, min(start + chunk, count)) for start in range(0, count, chunk)]
+    shift = -(scale * centre)
+
+    def reduced(term: Callable[[int], torch.Tensor]) -> torch.Tensor:
+        total = torch.zeros(size, dtype=opmath)
+        for block in blocks:
+            buffer = torch.zeros(size, dtype=x.dtype)
+            for i in block:
+                buffer = (buffer.to(opmath) + term(i)).to(x.dtype)
+            total = total + buffer.to(opmath)
+        return total.to(x.dtype).reshape(normalized_shape)
+
+    grad_weight = grad_bias = None
+    if output_mask[1] and weight is not None:
+        grad_weight = reduced(lambda i: rows[i] * (scale[i] * values[i] + shift[i]))
+    if output_mask[2] and bias is not None:
+        grad_bias = reduced(lambda i: rows[i])
+    return grad_x, grad_weight, grad_bias
+
+
 def _attention_backward(
     grad: torch.Tensor,
     q: torch.Tensor,
@@ -503,6 +559,7 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten._cdist_forward": _cdist,
     "aten._cdist_backward": _cdist_backward,
     "aten.mse_loss_backward": _mse_loss_backward,
+    "aten.native_layer_norm_backward": _layer_norm_backward,
     "aten.mkldnn_rnn_layer": _mkldnn_rnn_layer,
     "aten.mkldnn_rnn_layer_backward": _mkldnn_rnn_layer_backward,
     "aten.convolution_backward": _convolution_backward,
