@@ -81,7 +81,13 @@ _OVERWRITES = frozenset(
     )
 )
 _UNINITIALISED = frozenset(
-    {"aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty"}
+    {
+        "aten.empty",
+        "aten.empty_like",
+        "aten.empty_strided",
+        "aten.new_empty",
+        "aten.new_empty_strided",
+    }
 )
 _BIT_MASKS: dict[torch.dtype, tuple[torch.dtype, int, int]] = {}
 _SAME_WIDTH_INT = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}

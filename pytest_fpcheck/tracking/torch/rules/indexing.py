@@ -43,6 +43,8 @@ for _name in (
     "aten.random",
     "aten.exponential",
     "aten.empty_like",
+    "aten.new_empty",
+    "aten.new_empty_strided",
     "aten.zeros_like",
     "aten.ones_like",
     "aten.full_like",

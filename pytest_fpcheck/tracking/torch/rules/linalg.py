@@ -28,6 +28,7 @@ from ._common import (
     F64,
     Array,
     as_tensor,
+    raise_unsupported,
     rule,
 )
 
@@ -222,12 +223,26 @@ def _addbmm(
     )
 
 
-@rule("aten.convolution")
+@rule("aten.convolution", "aten._convolution")
 def _convolution(ctx: RuleContext) -> Interval:
     """A convolution is bilinear with non-negative coefficients: the matmul bound applies with
     the convolution itself as the product (float64, Python dispatch disabled) and k the number
-    of terms each output sums."""
+    of terms each output sums.
+
+    ``_convolution`` (the full signature a traced TorchScript graph calls) takes the same nine
+    arguments first; of its backend flags (``benchmark``, ``deterministic``, ``cudnn_enabled``,
+    ``allow_tf32``) only ``allow_tf32`` can change the values, and only off the CPU: a float32
+    convolution there that may round its inputs to TF32 is refused unless the policy models
+    TF32 (:func:`pytest_fpcheck.tracking.core.policy.matmul_precision`)."""
     x, w, bias, stride, padding, dilation, transposed, output_padding, groups = ctx.args[:9]
+    if (
+        ctx.call.functional == "aten._convolution"
+        and ctx.device.type != "cpu"
+        and ctx.fmt.name == "float32"
+        and bool(ctx.arg(12, "allow_tf32", True))
+        and matmul_precision(ctx.fmt, ctx.device).inputs is None
+    ):
+        raise_unsupported(ctx, f"a float32 convolution with allow_tf32=True on {ctx.device}")
     k = (
         int(np.prod(w.shape[1:]))
         if not transposed

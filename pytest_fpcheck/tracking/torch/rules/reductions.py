@@ -67,9 +67,29 @@ def _prod(ctx: RuleContext) -> Interval:
     gamma_{n-1} times the largest magnitude (any order), with the unit round-off of the
     narrower of the compute and tensor formats."""
     x = ctx.args[0]
-    dim = ctx.arg(1, "dim")
-    keepdim = bool(ctx.arg(2, "keepdim", False))
-    axes = dims(dim, x.dim())
+    return _product_over(
+        ctx, x, dims(ctx.arg(1, "dim"), x.dim()), bool(ctx.arg(2, "keepdim", False))
+    )
+
+
+@rule("prims.prod")
+def _prims_prod(ctx: RuleContext) -> Interval:
+    """``prims.prod(x, dims)``, which ``torch._refs`` decompositions call (``cumprod``'s, hence
+    ``prod``'s backward): :func:`_prod` over ``dims``, never keeping them; an empty ``dims``
+    reduces nothing (unlike ``aten.prod``'s ``dim=[]``), and None reduces every dimension."""
+    x = ctx.args[0]
+    given = ctx.arg(1, "dims")
+    axes = (
+        tuple(range(x.dim()))
+        if given is None
+        else tuple(sorted({d % max(x.dim(), 1) for d in given}))
+    )
+    return _product_over(ctx, x, axes, keepdim=False)
+
+
+def _product_over(
+    ctx: RuleContext, x: torch.Tensor, axes: tuple[int, ...], keepdim: bool
+) -> Interval:
     a = ctx.interval(x)
     lo = np.moveaxis(a.lo, axes, tuple(range(len(axes)))).reshape(
         -1, *[s for i, s in enumerate(a.shape) if i not in axes]
@@ -77,16 +97,35 @@ def _prod(ctx: RuleContext) -> Interval:
     hi = np.moveaxis(a.hi, axes, tuple(range(len(axes)))).reshape(lo.shape)
     n = lo.shape[0]
     acc = Interval.point(np.ones(lo.shape[1:]))
-    for i in range(n):
-        acc = ew.mul(acc, Interval(lo[i], hi[i]), F64)
+    # the largest magnitude any sub-product can have: prod max(1, |x_j|), rounded up
+    largest = np.ones(lo.shape[1:])
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(n):
+            acc = ew.mul(acc, Interval(lo[i], hi[i]), F64)
+            largest = up(largest * np.maximum(1.0, np.maximum(np.abs(lo[i]), np.abs(hi[i]))))
     # ATen's CPU prod of float16/bfloat16 rounds its running product to the tensor's format:
-    # the larger unit round-off is the sound one
-    g = gamma(n - 1, max(ctx.compute.unit_roundoff, ctx.fmt.unit_roundoff))
-    # plus one subnormal unit per product for underflow, which is absolute, not relative
-    underflow = n * max(ctx.compute.smallest_subnormal, ctx.fmt.smallest_subnormal)
-    result = acc.widen(up(acc.magnitude() * g + underflow) if n > 1 else 0.0)
+    # the larger unit round-off, subnormal and the lower overflow threshold are the sound ones
+    u = max(ctx.compute.unit_roundoff, ctx.fmt.unit_roundoff)
+    g = gamma(n - 1, u)
+    # an underflow's absolute error (at most one subnormal unit) is multiplied by the factors
+    # after it, a sub-product of at most ``largest``, and by their roundings (< 1 + gamma_n)
+    tiny = max(ctx.compute.smallest_subnormal, ctx.fmt.smallest_subnormal)
+    with np.errstate(over="ignore", invalid="ignore"):
+        underflow = up(largest * ((n - 1) * tiny * (1 + gamma(n, u))))
+        result = acc.widen(up(acc.magnitude() * g + underflow) if n > 1 else 0.0)
+    # a rounded sub-product reaching the running format's largest number may overflow (then
+    # times 0, NaN) whatever the exact product is: anything is possible there
+    limit = min(ctx.compute.max_finite, ctx.fmt.max_finite)
+    overflow = may_overflow(largest, gamma(n, u), limit) if n > 1 else np.zeros(largest.shape, bool)
+    if overflow.any():
+        result = Interval(
+            np.where(overflow, -np.inf, result.lo), np.where(overflow, np.inf, result.hi)
+        )
     if keepdim:
         result = result.map(lambda v: np.expand_dims(v, axes))
+    if n <= 1 and ctx.nearest:
+        # no product is rounded: the one conversion to the result's format is to nearest
+        return result.to_nearest(ctx.fmt)
     return result.to_format(ctx.fmt)
 
 
