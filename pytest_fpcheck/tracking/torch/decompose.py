@@ -16,7 +16,8 @@ kernel, the tracker bounds it with its decomposition:
    (``var_mean``; ``native_batch_norm`` in training mode, which leaves the running statistics
    to the kernel; ``cdist`` and its backward; ``mse_loss_backward``; ``convolution_backward``
    in convolutions, transposed ones too; the CPU flash-attention backward through the math
-   path; average pooling and its backward in its kernel's order; an LSTM layer, ``mkldnn_rnn_layer`` and its backward, step by
+   path; average pooling and its backward in its kernel's order; layer norm's backward in its
+   kernel's form and order; an LSTM layer, ``mkldnn_rnn_layer`` and its backward, step by
    step); the rest are torch._decomp's. Any operand's version changing
    during the evaluation is an internal error. Float16 and bfloat16 operands are first widened to
    float32; if the kernel's value misses that (tighter) enclosure, the decomposition is run
@@ -365,7 +366,8 @@ def _layer_norm_backward(
     threads a contiguous block of rows, which it adds row after row into its own buffer in the
     tensor's format (each row's terms dy (a x + b), b = -a mean, and dy computed in opmath, each
     sum rounded to the format); the buffers are then summed in opmath in thread order and
-    rounded once."""
+    rounded once. In float32 and float64 the buffers hold opmath itself, so the gradients are
+    sums in some order: bounded as sums in any order, without the loop over rows."""
     opmath = _opmath(x.dtype)
     size = math.prod(normalized_shape)
     rows, values = grad.reshape(-1, size).to(opmath), x.reshape(-1, size).to(opmath)
@@ -395,6 +397,12 @@ def _layer_norm_backward(
         return total.to(x.dtype).reshape(normalized_shape)
 
     grad_weight = grad_bias = None
+    if x.dtype not in _REDUCED:  # buffers in opmath itself: one sum, in any order
+        if output_mask[1] and weight is not None:
+            grad_weight = (rows * (scale * values + shift)).sum(0).reshape(normalized_shape)
+        if output_mask[2] and bias is not None:
+            grad_bias = rows.sum(0).reshape(normalized_shape)
+        return grad_x, grad_weight, grad_bias
     if output_mask[1] and weight is not None:
         grad_weight = reduced(lambda i: rows[i] * (scale[i] * values[i] + shift[i]))
     if output_mask[2] and bias is not None:
