@@ -35,6 +35,7 @@ from ..adapters import as_float64, is_torch_tensor, storage_format
 from ..errors import InternalError, InvalidArgument
 from ..formats import Format, ulp
 from ..interval.bounds import Bounds, contains
+from ..interval.rounding import down_to, up_to
 from . import messages
 from .resolution import Resolution, current_max_resolution, inconclusive_reason, resolution_of
 
@@ -406,7 +407,8 @@ def classify(
             inside = (lo <= hi) | (np.isnan(a) & np.isnan(e) & equal_nan)
         radius = np.maximum(own_radius, expected_bounds.radius)
     else:
-        inside = contains(bounds.lo, bounds.hi, e)
+        inside, grid_note = _inside_one_sided(bounds, e, expected)
+        estimated_notes += grid_note
         if not equal_nan:
             inside &= ~both_nan
         else:
@@ -461,6 +463,35 @@ def classify(
         estimate=_estimate_of(bounds)
         or (_estimate_of(expected_bounds) if expected_bounds is not None else None),
     )
+
+
+def _inside_one_sided(
+    bounds: Bounds, e: np.ndarray, expected: Any
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Where ``expected`` (without bounds of its own) lies in the enclosure of ``actual``.
+
+    The rule: an ``expected`` stored in a format F coarser than float64 is at best the exact
+    result rounded onto F, and any faithful rounding onto F of a value in [lo, hi] lies in
+    [down_to(lo, F), up_to(hi, F)] (:mod:`pytest_fpcheck.interval.rounding`), so that is the
+    range it is judged against. Without it, an enclosure that hugs the exact value (a result
+    rounded to nearest) would call a float32 reference's own last rounding a bug. Round-off
+    ``expected`` accumulated before its last rounding is not bounded by anything: the note
+    says so (where some element lies outside the enclosure itself), and how to get a sound
+    reference."""
+    fmt = storage_format(expected, argument="expected")
+    if fmt.precision >= 53:
+        return contains(bounds.lo, bounds.hi, e), ()
+    raw = contains(bounds.lo, bounds.hi, e)
+    if raw.all():
+        return raw, ()
+    inside = contains(down_to(bounds.lo, fmt), up_to(bounds.hi, fmt), e)
+    note = (
+        f"expected is stored in {fmt.name} and has no bounds of its own: it was judged as the "
+        f"exact result rounded onto {fmt.name}, but any round-off it accumulated before its "
+        "last rounding is not bounded; compute expected in float64, or under fp.track() for "
+        "a two-sided verdict"
+    )
+    return inside, (note,)
 
 
 def _nonfinite_mismatch(a: np.ndarray, e: np.ndarray) -> np.ndarray:

@@ -292,3 +292,34 @@ def test_bounds_shape_must_match() -> None:
         ),
     ):
         fp.classify(np.ones(2), np.ones(2), bounds=bounds)
+
+
+def test_a_coarser_untracked_reference_is_judged_as_rounded_onto_its_format() -> None:
+    # x * 1.7 in bfloat16 is enclosed by the hull of the exact product and its bfloat16
+    # rounding; the float32 reference x * 1.7 is that exact product rounded to float32, which
+    # lies up to half a float32 ULP outside the hull: judged as it is, about one element in
+    # eight was called a bug. The enclosure rounded outward onto float32 holds every faithful
+    # float32 rounding of the exact product.
+    torch.manual_seed(0)
+    x = torch.randn(4096, dtype=torch.bfloat16)
+    with fp.track():
+        y = x * 1.7
+    bounds = fp.bounds_of(y)
+    assert bounds is not None
+    reference = x.float() * 1.7
+    raw_outside = ~(
+        (bounds.lo <= reference.double().numpy()) & (reference.double().numpy() <= bounds.hi)
+    )
+    assert raw_outside.sum() > 0  # the case the rule is for does occur
+    verdict = fp.classify(y, reference)
+    assert (verdict.kind, verdict.outside) == ("roundoff", 0)
+    assert any("stored in float32 and has no bounds of its own" in note for note in verdict.notes)
+    # a float64 reference is judged against the enclosure itself, with no note
+    exact = fp.classify(y, x.double() * torch.tensor(1.7, dtype=torch.float32).double())
+    assert exact.kind == "roundoff"
+    assert not any("no bounds of its own" in n for n in exact.notes)
+    # the rounding onto float32 hides nothing bigger than a float32 ULP: a reference off by
+    # a bfloat16 ULP (2**-7 relatively) is still a bug on every element
+    planted = fp.classify(y, reference * (1 + 2.0**-7))
+    assert planted.kind == "bug"
+    assert planted.outside > 4000
