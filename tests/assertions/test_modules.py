@@ -162,7 +162,7 @@ def test_report_layout_is_pinned() -> None:
         rf"   0  <root>          Pair      roundoff  0 / 100  0\.00553     aten\.sum at {site}",
         rf"   1    inner         Residual  roundoff  0 / 128  0\.00424     aten\._to_copy at {site}",
         rf"   2      inner\.fc    Linear    roundoff  0 / 32   0\.00129     aten\.addmm at {site}",
-        rf"   3      inner\.act   GELU      bug       32 / 32  0\.00239     aten\.mul at models\.py:\d+",
+        r"   3      inner\.act   GELU      bug       32 / 32  0\.00239     aten\.mul at models\.py:\d+",
         rf"   4      inner\.fc#2  Linear    roundoff  0 / 32   0\.0044      aten\.addmm at {site}",
         "first bug: inner.act",
         "  output:",
