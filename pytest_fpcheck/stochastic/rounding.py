@@ -28,8 +28,9 @@ Three roundings are implemented here, each exact in its arithmetic:
 
 Random numbers come from pools (:class:`Pools`) generated once per process, in chunks from
 ``numpy.random.SeedSequence((POOL_SEED, kind, chunk))``, and read at a random offset for each
-operation (the offset comes from the sample's own generator, seeded by the run's seed and the
-sample's index, and drawn in batches). A new seed costs nothing: generating pools per seed cost
+operation (the offset comes from a generator seeded by the run's seed, and drawn in batches);
+the numbers that decide rounding directions are stratified across a run's samples
+(:class:`SampleRandom`). A new seed costs nothing: generating pools per seed cost
 17 ms a call, more than 16 runs of a small model. Reading a pool costs nothing,
 where drawing a fresh number per element costs more than the operation it rounds; two
 operations share a number only at positions their offsets pair at random, never element for
@@ -144,36 +145,73 @@ def pool_size(n: int) -> int:
 _OFFSET_BATCH = 1024
 
 
-class SampleRandom:
-    """What one sample draws: offsets into the pools, from its own generator
-    (``numpy.random.SeedSequence((seed, index))``), drawn :data:`_OFFSET_BATCH` at a time (one
-    generator call for a thousand operations, not one per operation)."""
+#: the pools whose numbers decide a rounding's direction, stratified across a call's samples:
+#: each number's modulus (None: uniform numbers in [0, 1))
+_STRATIFIED: dict[str, int | None] = {
+    "uniform": None,
+    "bits16": 1 << 16,
+    "bits13": 1 << 13,
+    "bits29": 1 << 29,
+}
 
-    def __init__(self, pools: Pools, seed: int, index: int) -> None:
+
+class _Offsets:
+    """Uniform integers from a generator, drawn :data:`_OFFSET_BATCH` at a time (one generator
+    call for a thousand operations, not one per operation)."""
+
+    def __init__(self, entropy: tuple[int, ...]) -> None:
+        self._generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
+        self._pending: list[int] = []
+
+    def below(self, bound: int) -> int:
+        """A uniform integer in ``[0, bound)`` (the remainder of a 62-bit number: its bias is
+        below ``bound / 2**62``)."""
+        if not self._pending:
+            self._pending = self._generator.integers(0, 1 << 62, _OFFSET_BATCH).tolist()[::-1]
+        return self._pending.pop() % bound
+
+
+class SampleRandom:
+    """What sample ``index`` of a run draws: offsets into the pools.
+
+    With ``count`` (the run's number of samples) the numbers that decide a rounding's direction
+    are stratified across the samples: every sample reads them at the same offsets (from
+    ``SeedSequence((seed,))``), and sample ``i`` shifts them by ``i / count`` of their range,
+    modulo the range, so that of ``count`` samples rounding a value at fractional position ``f``
+    between its neighbours, ``floor(count f)`` or ``ceil(count f)`` round up (Latin-hypercube
+    sampling of each rounding; each sample alone still rounds with probability ``f``). Without
+    it the samples' roundings are independent, and a rounding near a grid point shared by many
+    outputs (a parameter converted inside the run) takes the same direction in all 16 samples
+    with probability ``f**16 + (1 - f)**16``, unseen by their spread (docs/performance.md,
+    "Calibration on Triton kernels"). The Gaussian accumulation terms and the one-step moves
+    stay independent (offsets from ``SeedSequence((seed, index))``)."""
+
+    def __init__(self, pools: Pools, seed: int, index: int, count: int | None = None) -> None:
         self.pools = pools
-        self._generator = np.random.Generator(
-            np.random.PCG64(np.random.SeedSequence((seed, index)))
-        )
-        self._offsets: list[int] = []
+        self.index, self.count = index, count
+        self._own = _Offsets((seed, index))
+        self._shared = None if count is None else _Offsets((seed,))
         self._arrays: dict[str, tuple[torch.Tensor, int]] = {}
 
-    def _offset(self, below: int) -> int:
-        """A uniform integer in ``[0, below)`` (the remainder of a 62-bit number: its bias is
-        below ``below / 2**62``)."""
-        if not self._offsets:
-            self._offsets = self._generator.integers(0, 1 << 62, _OFFSET_BATCH).tolist()[::-1]
-        return self._offsets.pop() % below
-
     def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
-        """``like.numel()`` numbers of ``kind`` in ``like``'s shape (a view of a pool)."""
+        """``like.numel()`` numbers of ``kind`` in ``like``'s shape (a view of a pool, or the
+        view shifted for this sample's stratum)."""
         n = like.numel()
         size = pool_size(n)
         pool, length = self._arrays.get(kind, (None, 0))
         if pool is None or length < size:
             pool = self.pools.pool(kind, n)
             self._arrays[kind] = (pool, pool.numel())
-        start = self._offset(size - n + 1)  # the same whatever ran before
-        return pool[start : start + n].view(like.shape)
+        stratified = self._shared is not None and kind in _STRATIFIED
+        offsets = self._shared if stratified and self._shared is not None else self._own
+        start = offsets.below(size - n + 1)  # the same whatever ran before
+        values = pool[start : start + n].view(like.shape)
+        if not stratified or self.count is None:
+            return values
+        modulus = _STRATIFIED[kind]
+        if modulus is None:
+            return torch.remainder(values + self.index / self.count, 1.0)
+        return torch.bitwise_and(values + (self.index * modulus) // self.count, modulus - 1)
 
 
 def _power_of_two(exponent: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -29,8 +29,12 @@ Per element, from the ``N`` samples ``y_1 .. y_N``:
   operands, every element gets the whole line (which outputs the overflow reached is unknown),
   with a note naming the operation.
 
-The samples are independent: each is a function of the seed and its index only, so they may
-run on any ``concurrent.futures.Executor`` in any order with the same result.
+Each sample is a function of the seed, its index and the number of samples only, so they may
+run on any ``concurrent.futures.Executor`` in any order with the same result. The directions of
+their roundings are stratified across the samples (Latin-hypercube sampling,
+:class:`~pytest_fpcheck.stochastic.rounding.SampleRandom`): each sample alone is a randomly
+rounded run, and together they see a rounding near a grid point that independent samples would
+all take the same way; the samples' spread is then a slightly conservative estimate.
 """
 
 from __future__ import annotations
@@ -79,10 +83,12 @@ def sample(
     kwargs: dict[str, Any],
     seed: int,
     index: int,
+    count: int | None = None,
     memo: Memo | None = None,
 ) -> Sample:
-    """Run ``fn(*args, **kwargs)`` once with random rounding: sample ``index`` of ``seed``.
-    ``memo``: what the samples of one call share in this process (None: nothing)."""
+    """Run ``fn(*args, **kwargs)`` once with random rounding: sample ``index`` of ``count``
+    (None: independent of the others) of ``seed``. ``memo``: what the samples of one call share
+    in this process (None: nothing)."""
     import torch
     from torch.utils._python_dispatch import _disable_current_modes
     from torch.utils._pytree import tree_flatten, treespec_dumps
@@ -90,7 +96,7 @@ def sample(
     from .mode import StochasticMode
     from .rounding import Pools, SampleRandom
 
-    mode = StochasticMode(SampleRandom(Pools.shared(), seed, index), memo)
+    mode = StochasticMode(SampleRandom(Pools.shared(), seed, index, count), memo)
     # the dispatch modes active outside (tracking under ``pytest --fpcheck``, a non-finite
     # watch) do not see the randomly rounded runs
     with _disable_current_modes():
@@ -187,14 +193,17 @@ def stochastic_bounds(
         memo = Memo()  # the parameters' copies and norms, once for all samples
         attach()  # the Triton instrumentation once for all samples, not once per sample
         try:
-            runs = [sample(fn, args, kwargs, seed, index, memo) for index in range(samples)]
+            runs = [
+                sample(fn, args, kwargs, seed, index, samples, memo) for index in range(samples)
+            ]
         finally:
             detach()
     else:
         if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
             _check_picklable(fn=fn, args=args, kwargs=kwargs)
         futures = [
-            executor.submit(sample, fn, args, kwargs, seed, index) for index in range(samples)
+            executor.submit(sample, fn, args, kwargs, seed, index, samples)
+            for index in range(samples)
         ]
         runs = [future.result() for future in futures]
     first = runs[0]

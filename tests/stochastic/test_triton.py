@@ -17,6 +17,7 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
 import pytest_fpcheck as fp  # noqa: E402
+from pytest_fpcheck.stochastic.accumulation import KAPPA  # noqa: E402
 from pytest_fpcheck.stochastic.run import sample, stochastic_bounds  # noqa: E402
 
 from .calibration import verdict_trial  # noqa: E402
@@ -82,13 +83,18 @@ def test_the_kernels_roundings_follow_the_seed() -> None:
 
 def test_a_kernel_sum_carries_its_accumulation_term() -> None:
     # a float32 row sum of 4096 terms: one rounding of the result alone would give a spread of
-    # a fraction of an ULP; the pairwise accumulation's is several ULP of the sum's terms
+    # g / sqrt(6) on average (g the sum's ULP); the pairwise accumulation's is the model's
     x = torch.randn(4, 4096, generator=torch.Generator().manual_seed(2))
     bounds = stochastic_bounds(sum_rows, x, samples=32, seed=3)
-    exact = x.double().sum(dim=1).numpy()
+    terms = x.double().numpy()
+    exact = terms.sum(axis=1)
     assert np.all(bounds.contains(exact))
-    single = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64) / 2
-    assert np.all(bounds.estimate.std > 2 * single)
+    g = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    u = 2.0**-24
+    model = np.sqrt(KAPPA * u * u * (2 * exact**2 + 10 * np.square(terms).sum(axis=1)) + g**2 / 6)
+    assert np.all(bounds.estimate.std > 1.5 * g / np.sqrt(6))
+    ratio = bounds.estimate.std / model
+    assert np.all((ratio > 0.5) & (ratio < 2)), ratio
 
 
 def test_a_tracker_around_the_run_does_not_see_its_launches() -> None:
