@@ -1,6 +1,6 @@
 """Random rounding: only the two neighbours, with probabilities proportional to distance
 (unbiased), grid values kept, special values kept; the one-step perturbation of a result with no
-wider value; pools reproducible from the seed."""
+wider value; pools reproducible from the seed; the samples of a run stratified."""
 
 from __future__ import annotations
 
@@ -66,6 +66,26 @@ def test_rounds_to_a_neighbour_with_probability_proportional_to_distance(
     # unbiased: the mean of the draws is the value, within 5 standard errors
     spread = np.sqrt(probability_up * (1 - probability_up)) * gap / np.sqrt(DRAWS)
     assert (np.abs(rounded.mean(axis=0) - exact) <= 5 * spread + 1e-300).all()
+
+
+@pytest.mark.parametrize(("source", "target"), CASES)
+def test_the_samples_of_a_run_are_stratified(source: torch.dtype, target: torch.dtype) -> None:
+    """Of N samples of one run, floor(N f) or ceil(N f) round a value at fraction f up; each
+    sample alone still rounds up with probability f (the pool and offsets are random)."""
+    fmt = F.format_of(str(target).removeprefix("torch."))
+    values = _values(source, target)
+    x = torch.tensor(values, dtype=source)
+    count = 16
+    ups = np.zeros(values.shape)
+    exact = values.astype(np.float64)
+    down, up = F.round_to(exact, fmt, "down"), F.round_to(exact, fmt, "up")
+    for index in range(count):
+        draw = SampleRandom(Pools.shared(), 11, index, count)
+        rounded = round_stochastic(x, target, fmt, draw).to(torch.float64).numpy()
+        assert ((rounded == down) | (rounded == up)).all()
+        ups += (rounded == up) & (up > down)
+    expected = count * np.where(up > down, (exact - down) / np.where(up > down, up - down, 1), 0)
+    assert np.all(np.abs(ups - expected) < 1 + 1e-9), (ups, expected)
 
 
 @pytest.mark.parametrize(("source", "target"), CASES[:4])
