@@ -9,30 +9,38 @@ one module drawn at random (any module but the model itself) returns its output 
 * detected: some module call is Type-II (each plant not detected is listed with the planted
   call's resolution: the relative deviation its enclosure would have flagged);
 * localised: ``first_bug`` is the planted module;
-* end to end: ``classify`` on the whole model's output of the same run (never "roundoff" for
-  errors of 64u and more is the budget; "inconclusive" is allowed). Each end-to-end
+* end to end: ``classify`` on each floating output of the whole model (BERT's pooled output
+  too) in the same run, the worst verdict (never "roundoff" for errors of 64u and more is the
+  budget; "inconclusive" is allowed). Each end-to-end
   "roundoff" at 64u or more is listed with the plant's actual deviation of the model output
   (median over the elements of |planted - correct| / |correct|, against the correct model's
-  output in the same format) beside the verdict's resolution.
+  output in the same format; the largest over the outputs) beside the verdicts' resolution.
 
 Cost (budget: the number of module levels, printed, times the floor; leaves only 1.5x):
 ``compare_modules`` against its floor, one plain run of the reference plus one tracked run of
-the model under test (isolated; and leaves only), each the least of ``--repeats`` alternated
-runs per seed on the first ``--cost-seeds`` seeds, in thread CPU time on one torch thread (the
-development machine is shared: wall time there measures the other jobs; ``--threads`` changes
-it).
+the model under test (isolated; and leaves only), ``--repeats`` alternated runs per seed on the
+first ``--cost-seeds`` seeds, in thread CPU time on one torch thread with the garbage collector
+paused (the development machine is shared: wall time there measures the other jobs;
+``--threads`` changes it); the ratio of the medians, and in parentheses of the least runs (on a
+loaded machine the short floor meets a quiet moment more often than the longer comparison).
+``--errors`` with no value measures the cost alone.
 
     python benchmarks/bench_module_sensitivity.py --seeds 2 --models nanogpt bert
+    python benchmarks/bench_module_sensitivity.py --seeds 3 --errors --repeats 7
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import random
+import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 import torch
 
@@ -42,32 +50,43 @@ import models
 
 import pytest_fpcheck as fp
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 UNIT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
 
 
 def floor_seconds(custom: torch.nn.Module, reference: torch.nn.Module, ids: torch.Tensor) -> float:
-    start = time.thread_time()
-    with torch.no_grad():
-        reference(ids)
-        with fp.track():
-            custom(ids)
-    return time.thread_time() - start
+    def floor() -> None:
+        with torch.no_grad():
+            reference(ids)
+            with fp.track():
+                custom(ids)
+
+    return timed(floor)[1]
 
 
-def timed(function, *args, **kwargs):  # type: ignore[no-untyped-def]
-    start = time.thread_time()
-    result = function(*args, **kwargs)
-    return result, time.thread_time() - start
+def timed(function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> tuple[R, float]:
+    """``function(*args, **kwargs)`` and its thread CPU time, the garbage collector paused (as
+    ``timeit`` does: a collection belongs to whichever run it falls in)."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.thread_time()
+        result = function(*args, **kwargs)
+        return result, time.thread_time() - start
+    finally:
+        gc.enable()
 
 
 def costs(
     custom: torch.nn.Module, reference: torch.nn.Module, ids: torch.Tensor, repeats: int
-) -> tuple[float, float, float]:
-    """(floor, isolated comparison, leaves only): the least of ``repeats`` alternated runs."""
+) -> list[tuple[float, float, float]]:
+    """(floor, isolated comparison, leaves only) of ``repeats`` alternated runs."""
     floor_seconds(custom, reference, ids)  # warm-up: the first tracked run loads the rules
     fp.compare_modules(custom, reference, ids)  # and the casts' and verdicts' first calls
-    runs = [
+    return [
         (
             floor_seconds(custom, reference, ids),
             timed(fp.compare_modules, custom, reference, ids)[1],
@@ -75,19 +94,39 @@ def costs(
         )
         for _ in range(repeats)
     ]
-    floor, whole, leaves = (min(column) for column in zip(*runs, strict=True))
-    return floor, whole, leaves
 
 
-def output_of(result: object) -> torch.Tensor:
-    hidden = getattr(result, "last_hidden_state", None)
-    return hidden if isinstance(hidden, torch.Tensor) else result  # type: ignore[return-value]
+def ratios(runs: list[tuple[float, float, float]]) -> str:
+    """The comparison's and leaves only's cost over the floor: of the medians, and (in
+    parentheses) of the least runs."""
+    if not runs:
+        return "-"
+    floor, whole, leaves = zip(*runs, strict=True)
+    med = [statistics.median(column) for column in (floor, whole, leaves)]
+    least = [min(column) for column in (floor, whole, leaves)]
+    return (
+        f"{med[1] / med[0]:.2f}x ({least[1] / least[0]:.2f}x)  "
+        f"{med[2] / med[0]:.2f}x ({least[2] / least[0]:.2f}x)"
+    )
+
+
+def outputs_of(result: object) -> list[torch.Tensor]:
+    """The floating tensors a model returns: a tensor, or a ``ModelOutput``'s fields (BERT's
+    pooled output too, where a plant in the pooler shows)."""
+    if isinstance(result, torch.Tensor):
+        return [result]
+    assert isinstance(result, dict), type(result)
+    return [t for t in result.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
 def median_deviation(planted: torch.Tensor, correct: torch.Tensor) -> float:
     """Median over the elements of |planted - correct| / |correct|."""
     p, c = planted.double(), correct.double()
     return float(((p - c).abs() / c.abs()).nanmedian())
+
+
+#: the kinds of an end-to-end verdict, from the worst (several outputs: the worst one's)
+KINDS = ("bug", "inconclusive", "close", "roundoff", "exact")
 
 
 def run(
@@ -102,14 +141,16 @@ def run(
         ids = models.tokens(seed)
         custom, reference = models.pair(model, dtype)
         if seed < cost_seeds:
-            cost.append(costs(custom, reference, ids, repeats))
+            cost += costs(custom, reference, ids, repeats)
         correct = fp.compare_modules(custom, reference, ids)
         counts["correct type-II"] += len(correct.bugs)
         counts["correct calls"] += len(correct.calls)
         counts["correct inconclusive"] += len(correct.inconclusive)
         counts["levels"] = max(counts["levels"], 1 + max(call.depth for call in correct.calls))
+        if not errors:
+            continue
         with torch.no_grad():
-            correct_out = output_of(custom(ids))
+            correct_out = outputs_of(custom(ids))
         paths = [call.path for call in correct.calls if call.path]
         chooser = random.Random(seed)
         for k in errors:
@@ -131,14 +172,19 @@ def run(
                 )
             with torch.no_grad():
                 with fp.track():
-                    out = output_of(custom(ids))
-                expected = output_of(reference(ids))
-            verdict = fp.classify(out, expected)
+                    out = outputs_of(custom(ids))
+                expected = outputs_of(reference(ids))
+            verdicts = [fp.classify(o, e) for o, e in zip(out, expected, strict=True)]
+            verdict = min(verdicts, key=lambda v: KINDS.index(v.kind))
             counts[f"{k}u end-to-end {verdict.kind}"] += 1
             if k >= 64 and verdict.kind == "roundoff":
+                deviation = max(
+                    median_deviation(o, c) for o, c in zip(out, correct_out, strict=True)
+                )
+                resolution = max(v.resolution or 0.0 for v in verdicts)
                 missed.append(
-                    f"  end to end roundoff: {name} {dtype} seed {seed}: {k}u in {site}: output deviation "
-                    f"{median_deviation(out, correct_out):.3g}, resolution {verdict.resolution:.3g}"
+                    f"  end to end roundoff: {name} {dtype} seed {seed}: {k}u in {site}: output "
+                    f"deviation {deviation:.3g}, resolution {resolution:.3g}"
                 )
     return {"counts": counts, "costs": cost, "missed": missed + undetected}
 
@@ -148,7 +194,9 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(models.MODELS))
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES))
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--errors", nargs="+", type=int, default=[4, 16, 64])
+    parser.add_argument(
+        "--errors", nargs="*", type=int, default=[4, 16, 64], help="none: the cost alone"
+    )
     parser.add_argument("--repeats", type=int, default=5, help="cost runs per seed (least)")
     parser.add_argument("--cost-seeds", type=int, default=3, help="seeds whose cost is timed")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
@@ -161,7 +209,7 @@ def main() -> None:
     header = "model    dtype     Type-II on correct  inconcl. calls"
     for k in options.errors:
         header += f"  {k}u det/loc"
-    header += "  e2e roundoff>=64u  cost/floor (leaves)  levels"
+    header += "  e2e roundoff>=64u  levels  cost/floor median (least)  leaves only"
     print(header)
     for name in options.models:
         for dtype_name in options.dtypes:
@@ -181,13 +229,10 @@ def main() -> None:
                 n = c[f"{k}u planted"]
                 line += f"  {c[f'{k}u detected']:3d}/{c[f'{k}u localised']:<3d}of {n:<2d}"
             wrong = sum(c[f"{k}u end-to-end roundoff"] for k in options.errors if k >= 64)
-            line += f"  {wrong:>17d}"
-            costs = result["costs"]
-            assert isinstance(costs, list)
-            floor = sum(f for f, _, _ in costs)
-            whole = sum(w for _, w, _ in costs)
-            leaves = sum(leaf for _, _, leaf in costs)
-            line += f"  {whole / floor:6.2f}x ({leaves / floor:.2f}x)  {c['levels']:6d}"
+            line += f"  {wrong:>17d}  {c['levels']:6d}"
+            cost = result["costs"]
+            assert isinstance(cost, list)
+            line += f"  {ratios(cost)}"
             print(line, flush=True)
             missed = result["missed"]
             assert isinstance(missed, list)
