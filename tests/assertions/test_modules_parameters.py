@@ -146,3 +146,35 @@ def test_bugs_in_a_narrow_copy_are_caught_and_localised(bug: str, site: str) -> 
     comparison = fp.compare_modules(custom, reference, models.tokens())
     assert comparison.first_bug is not None, comparison.report()
     assert comparison.first_bug.path == site
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16])
+def test_the_seeds_hold_the_reference_and_the_stored_value(dtype: torch.dtype) -> None:
+    """Each seeded element's enclosure holds the reference's float32 value and the value stored
+    (compared exactly, in float64), across magnitudes: subnormal and underflowing in the narrow
+    format, overflowing float16, ties, signed zeros; elements stored otherwise stay points."""
+    from pytest_fpcheck.assertions.modules.parameters import rounded_parameters
+
+    generator = torch.Generator().manual_seed(3)
+    magnitudes = 2.0 ** torch.randint(-40, 40, (512,), generator=generator).double()
+    values = torch.randn(512, generator=generator, dtype=torch.float64) * magnitudes
+    special = torch.tensor(
+        [7e4, -7e4, 1e-6, -1e-6, 1e-8, 6e-8, 2.0**-25, 1 + 2.0**-9, 1 + 3 * 2.0**-9, 0.0, -0.0],
+        dtype=torch.float64,
+    )
+    reference = torch.nn.Linear(1, 1)
+    reference.weight = torch.nn.Parameter(torch.cat([values, special]).float().reshape(-1, 1))
+    custom = copy.deepcopy(reference).to(dtype)
+    with torch.no_grad():
+        custom.bias.copy_(custom.bias + 1)  # not a rounded copy: not seeded
+        custom.weight[0, 0] = custom.weight[0, 0] * 2  # one element that is not: a point
+    seeds = rounded_parameters(custom, reference)
+    assert set(seeds) == {"weight"}
+    _, interval, _ = seeds["weight"]
+    exact = reference.weight.detach().double().numpy()
+    stored = custom.weight.detach().double().numpy()
+    held = (interval.lo <= exact) & (exact <= interval.hi)
+    assert held[1:].all(), exact[1:][~held[1:]]
+    assert ((interval.lo <= stored) & (stored <= interval.hi)).all()
+    assert interval.lo[0, 0] == interval.hi[0, 0] == stored[0, 0]
+    assert fp.bounds_of(custom.weight) is None  # computing the seeds writes none
