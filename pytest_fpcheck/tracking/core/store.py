@@ -5,9 +5,10 @@ buffers of the storage's length, and any tensor over that storage (a view, a tra
 reads and writes its bounds through its own sizes, strides and offset. View operations therefore
 need no rules, and an in-place write through one view is seen by every other.
 
-Staleness: the record keeps the storage's version counter (``tensor._version``, shared by all
-views of a storage) as of tracking's last write. A tensor whose version differs was modified by
-something tracking did not see, and reading its bounds raises :class:`StaleBoundsError`. An
+Staleness: the record keeps the storage's version counter (``tensor._version``, shared by the
+views of a storage) as of tracking's last write. A tensor whose version differs and whose values
+left the enclosure was modified by something tracking did not see, and reading its bounds raises
+:class:`StaleBoundsError` (a differing version alone is no proof: :func:`_holds`). An
 in-place operation's own increment happens after the dispatch mode returns (autograd's
 ADInplaceOrView layer applies it), so a record written by one expects exactly one increment.
 
@@ -33,7 +34,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from ...adapters.torch import dtype_format, internal
 from ...errors import StaleBoundsError
 from ...formats import Format
-from ...interval.bounds import Provenance
+from ...interval.bounds import Provenance, contains
 from ...interval.core import Interval
 from ...interval.kernels import summary
 
@@ -154,6 +155,21 @@ def _storage_values(t: torch.Tensor) -> np.ndarray:
     return float64_values(flat, copy=True)
 
 
+def _holds(record: Record, t: torch.Tensor) -> bool:
+    """Whether every current value of ``t`` lies in ``record``'s enclosure.
+
+    The rule for a version that differs from the record's: a version counter is the tensor's,
+    not always the storage's. A view that ``unsafe_split``/``unsafe_chunk`` made (ATen's LSTM
+    and GRU cells make them) has a counter of its own, which does not move when tracking writes
+    the storage through its base, and some kernels bump an output's counter after returning it,
+    so a differing version is no proof of a write tracking did not see. The enclosure is kept
+    exactly when it still holds ``t``'s values: that is sound whoever wrote them (a change
+    outside tracking that kept every value inside leaves an enclosure of what the program now
+    holds); a value outside it is a write tracking did not see, and the bounds are stale."""
+    values = float64_values(t)
+    return bool(contains(_view(record.lo, t), _view(record.hi, t), values).all())
+
+
 class BoundsStore:
     """Map from storages (by address, module docstring) to their :class:`Record`."""
 
@@ -169,7 +185,8 @@ class BoundsStore:
     def record_of(self, t: torch.Tensor) -> Record | None:
         """The record of ``t``'s storage, or None if tracking never wrote it.
 
-        Raises StaleBoundsError when the storage changed since tracking last wrote it."""
+        Raises StaleBoundsError when the storage changed since tracking last wrote it and its
+        enclosure no longer holds ``t``'s values (:func:`_holds`)."""
         key = t.untyped_storage()._cdata
         with self._lock:
             record = self._records.get(key)
@@ -177,7 +194,7 @@ class BoundsStore:
             return None
         if record.pending and t._version == record.version + 1:
             record.version, record.pending = t._version, False
-        if t._version != record.version:
+        if t._version != record.version and not _holds(record, t):
             raise StaleBoundsError(
                 f"a tensor of shape {tuple(t.shape)} and dtype {t.dtype} was modified in place "
                 f"after its bounds were recorded (version {record.version} -> {t._version}), "
