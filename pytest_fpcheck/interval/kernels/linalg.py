@@ -234,6 +234,8 @@ def matmul_epilogue(
     rad_flat = np.ascontiguousarray(rad).reshape(-1)
     addend_mid, addend_rad = (np.zeros(0), np.zeros(0)) if addend is None else addend
     lo, hi = np.empty(shape), np.empty(shape)  # arrays that own their memory (see store.write)
+    if mid_flat.size == 0:
+        return lo, hi  # an empty product (a group with no rows): no element to bound
     _epilogue(addend_mid.size > 0, fmt.name == "float32")(
         mid_flat,
         rad_flat,
