@@ -175,29 +175,24 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
     settings = item.config.stash[SETTINGS_KEY]
     test_settings = settings_for(item)
-    watch = None
+    watches: list[Any] = []
+    hook_failures: list[str] = []
     escaped: BaseException | None = None
     with ExitStack() as stack:
         verdicts = stack.enter_context(collecting(element_points))
         stack.enter_context(run_default(test_settings.max_resolution))
-        if test_settings.enabled and "torch" in sys.modules:  # nothing to track otherwise
-            from .tracking.core import gaps
+        if test_settings.enabled and "torch" in sys.modules:
+            watches.append(_open_torch_blocks(stack, item, test_settings))
+        elif test_settings.enabled:
+            # nothing to watch yet: open the blocks if and when the test imports torch
+            from .importhook import when_imported
 
-            found = stack.enter_context(gaps.collecting())
-            stack.callback(_add_gaps, item, found)  # after the tracker hands its gaps over
-            why_not = why_not_tracked(item, test_settings)
-            if why_not is None:
-                from .tracking.core.store import STORE
-                from .tracking.track import track
+            late = stack.enter_context(ExitStack())  # left where the blocks above would be
 
-                stack.callback(STORE.sweep)  # the test's dead bounds go with it
-                stack.enter_context(track(strict=test_settings.strict))
-            else:
-                stack.enter_context(gaps.untracked(why_not))
-            if test_settings.nonfinite != "off":
-                from .diagnostics.nonfinite import watch_nonfinite
+            def open_late() -> None:
+                watches.append(_open_torch_blocks(late, item, test_settings))
 
-                watch = stack.enter_context(watch_nonfinite())
+            hook_failures = stack.enter_context(when_imported("torch", open_late))
         # entered after the plugin's own watch, left before it: what that watch hands to the
         # sink on leaving is judged by _judge_appearances, not collected as a test's own
         published = stack.enter_context(collecting_results())
@@ -217,6 +212,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         finally:
             if settings.enabled and (verdicts or published):
                 _add_results(item, verdicts, published, escaped)
+    for text in hook_failures:
+        _add_hook_failure(item, text)
+    watch = watches[0] if watches else None
     if watch is not None:
         _judge_appearances(item, watch, test_settings.nonfinite)
     result = item.stash.get(DUAL_DELTA_KEY, None)
@@ -228,6 +226,49 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             _add_isolation(item, worse, failing_dual_delta(item.stash[DUAL_DELTA_RERUN_KEY]))
         raise worse
     return outcome
+
+
+def _open_torch_blocks(stack: Any, item: pytest.Item, test_settings: Any) -> Any:
+    """Enter the test's PyTorch blocks on ``stack`` (an ExitStack): the collection of its gaps,
+    ``fp.track()`` where the test is tracked (or the note why not), the non-finite watch.
+    Returns the watch, or None when it is off."""
+    from .tracking.core import gaps
+
+    found = stack.enter_context(gaps.collecting())
+    stack.callback(_add_gaps, item, found)  # after the tracker hands its gaps over
+    why_not = why_not_tracked(item, test_settings)
+    if why_not is None:
+        from .tracking.core.store import STORE
+        from .tracking.track import track
+
+        stack.callback(STORE.sweep)  # the test's dead bounds go with it
+        stack.enter_context(track(strict=test_settings.strict))
+    else:
+        stack.enter_context(gaps.untracked(why_not))
+    if test_settings.nonfinite == "off":
+        return None
+    from .diagnostics.nonfinite import watch_nonfinite
+
+    return stack.enter_context(watch_nonfinite())
+
+
+def _add_hook_failure(item: pytest.Item, failure: str) -> None:
+    """Report that the blocks could not be opened when the test imported torch (a bug of
+    this package; the test ran without them)."""
+    from .report.records import record_of
+    from .tracking.core.gaps import INTERNAL_FAILURE, Gap
+
+    gap = Gap(
+        op="import torch",
+        reason=INTERNAL_FAILURE,
+        count=1,
+        site="import torch in the test",
+        source=None,
+        message="pytest-fpcheck could not open its blocks when the test imported torch; "
+        "the rest of the test ran without them",
+        traceback=failure,
+    )
+    _add_entry(item.config, "gaps", item.nodeid, record_of("gaps", gap))
 
 
 def _add_gaps(item: pytest.Item, found: list[Any]) -> None:

@@ -43,6 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "selection",
         "settings",
         "environment",
+        "importhook",
         "report",
         "",
     ),

@@ -202,3 +202,70 @@ def test_only_tests_that_can_ask_for_a_verdict_are_tracked(pytester: pytest.Pyte
     result.assert_outcomes(passed=4)
     result = pytester.runpytest_subprocess("-p", "no:xdist", "--fpcheck-track=bogus", "--fpcheck")
     result.stderr.fnmatch_lines(["*--fpcheck-track / fpcheck_track*one of auto, always*"])
+
+
+#: a test that imports torch in its body: no conftest or module-level import loads it first
+LATE_IMPORT = """
+import sys
+
+
+def test_a_never_uses_torch():
+    assert "torch" not in sys.modules
+
+
+def test_b_imports_torch():
+    assert "torch" not in sys.modules
+    import torch
+    import pytest_fpcheck as fp
+
+    assert fp.bounds_of(torch.linspace(0, 1, 5) * 3) is not None  # tracked
+    assert torch.isnan(torch.zeros(2) / torch.zeros(2)).all()  # watched
+"""
+
+
+def test_a_test_that_imports_torch_in_its_body_is_watched_and_tracked(
+    pytester: pytest.Pytester,
+) -> None:
+    """The plugin's header imports torch under --fpcheck, but not with --no-header: then torch
+    is first imported inside a test, which opens the blocks there."""
+    pytester.makepyfile(test_late=LATE_IMPORT)
+    flags = ("-p", "no:xdist", "-p", "no:cacheprovider", "--no-header", "--fpcheck")
+    result = pytester.runpytest_subprocess(*flags, "--fpcheck-nonfinite=fail")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["E *NonFiniteAppeared: *", "E *NaN appeared in aten.div at test_late.py:14*"]
+    )
+    # the default (warn) changes no outcome: a warning, and the test passes
+    result = pytester.runpytest_subprocess(*flags)
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*NonFiniteWarning*", "*NaN appeared in aten.div at test_late.py:14*"]
+    )
+
+
+def test_blocks_that_fail_to_open_at_the_import_change_no_outcome(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_late=LATE_IMPORT.replace("assert fp.bounds_of", "fp.bounds_of"))
+    pytester.makeconftest(
+        """
+        import pytest_fpcheck.plugin as plugin
+
+
+        def _broken(*args):
+            raise RuntimeError("broken on purpose")
+
+
+        plugin._open_torch_blocks = _broken
+        """
+    )
+    report = tmp_path / "run.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:xdist", "-p", "no:cacheprovider", "--no-header", "--fpcheck",
+        "--fpcheck-nonfinite=fail", f"--fpcheck-report={report}",
+    )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    (gap,) = _report(report)["gaps"]
+    assert gap["test"] == "test_late.py::test_b_imports_torch"
+    assert (gap["op"], gap["reason"], gap["count"]) == ("import torch", "internal failure", 1)
+    assert "RuntimeError: broken on purpose" in gap["traceback"]
