@@ -9,7 +9,11 @@ import pytest_fpcheck as fp
 
 torch = pytest.importorskip("torch")
 
-from pytest_fpcheck.tracking.core.policy import compute_format, matmul_precision  # noqa: E402
+from pytest_fpcheck.tracking.core.policy import (  # noqa: E402
+    compute_format,
+    convolution_precision,
+    matmul_precision,
+)
 
 F = fp.formats.FORMATS
 CUDA = torch.device("cuda")
@@ -55,3 +59,28 @@ def test_cuda_tf32_rounds_float32_inputs() -> None:
             torch.set_float32_matmul_precision(precision)
     finally:
         matmul.allow_tf32 = saved
+
+
+def test_cuda_convolutions_follow_cudnns_own_tf32_flag() -> None:
+    # cuDNN rounds float32 convolution inputs to TF32 under torch.backends.cudnn.allow_tf32
+    # (on by default) even where the matmul flags forbid TF32: a convolution bounded by the
+    # matmul model alone assumed float32 inputs there
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = cudnn.allow_tf32, matmul.allow_tf32, torch.get_float32_matmul_precision()
+    try:
+        matmul.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        assert matmul_precision(F["float32"], CUDA).inputs is None
+        cudnn.allow_tf32 = True
+        assert convolution_precision(F["float32"], CUDA).inputs.name == "tfloat32"
+        assert convolution_precision(F["float32"], CUDA, allow_tf32=False).inputs is None
+        cudnn.allow_tf32 = False
+        assert convolution_precision(F["float32"], CUDA).inputs is None
+        assert convolution_precision(F["float32"], CUDA, allow_tf32=True).inputs.name == "tfloat32"
+        cudnn.allow_tf32 = True
+        cpu = convolution_precision(F["float32"], torch.device("cpu"))
+        assert (cpu.inputs, cpu.faithful) == (None, False)
+        assert convolution_precision(F["float16"], CUDA) == matmul_precision(F["float16"], CUDA)
+    finally:
+        cudnn.allow_tf32, matmul.allow_tf32 = saved[0], saved[1]
+        torch.set_float32_matmul_precision(saved[2])

@@ -73,6 +73,20 @@ def matmul_precision(fmt: Format, device: torch.device) -> MatmulPrecision:
     return MatmulPrecision(None, compute_format(fmt), faithful=True)
 
 
+def convolution_precision(
+    fmt: Format, device: torch.device, allow_tf32: bool | None = None
+) -> MatmulPrecision:
+    """The model for a convolution on ``device``: a matmul's (:func:`matmul_precision`),
+    except that cuDNN rounds float32 inputs to TF32 under its own flag,
+    ``torch.backends.cudnn.allow_tf32`` (on by default, whatever the matmul flags say), or
+    under ``allow_tf32`` when the call passes it (``aten._convolution``)."""
+    if device.type != "cpu" and fmt.name == "float32":
+        tf32 = torch.backends.cudnn.allow_tf32 if allow_tf32 is None else allow_tf32
+        if tf32:
+            return MatmulPrecision(FORMATS["tfloat32"], fmt, faithful=True)
+    return matmul_precision(fmt, device)
+
+
 #: Block widths (terms fused per addition) a matrix unit may use, FTTN section 5.
 TENSOR_CORE_WIDTHS = (1, 2, 4, 8, 16, 32)
 

@@ -22,13 +22,12 @@ from ....interval.kernels import (
 )
 from ....interval.linalg import matmul
 from ....interval.rounding import up
-from ...core.policy import dot_factor, matmul_precision
+from ...core.policy import MatmulPrecision, convolution_precision, dot_factor, matmul_precision
 from ..context import RuleContext
 from ._common import (
     F64,
     Array,
     as_tensor,
-    raise_unsupported,
     rule,
 )
 
@@ -45,8 +44,11 @@ def _modelled(ctx: RuleContext, k: int, has_c: bool) -> tuple[float, float] | No
     return float(bound.relative), float(bound.absolute + bound.inputs * (1 + 2 * k))
 
 
-def _matmul_setup(ctx: RuleContext, k: int, extra_terms: int = 0) -> tuple[float, Format]:
-    precision = matmul_precision(ctx.fmt, ctx.device)
+def _matmul_setup(
+    ctx: RuleContext, k: int, extra_terms: int = 0, precision: MatmulPrecision | None = None
+) -> tuple[float, Format]:
+    if precision is None:
+        precision = matmul_precision(ctx.fmt, ctx.device)
     acc = precision.accumulate
     u = acc.eps if precision.faithful else acc.unit_roundoff
     source_bits = ctx.fmt.precision if precision.inputs is None else precision.inputs.precision
@@ -99,8 +101,9 @@ def _product(
     addend: Interval | None = None,
     product: Callable[[Array, Array], Array] = np.matmul,
     magnitudes: tuple[Array | None, Array | None] = (None, None),
+    precision: MatmulPrecision | None = None,
 ) -> Interval:
-    factor, acc = _matmul_setup(ctx, k, 1 if addend is not None else 0)
+    factor, acc = _matmul_setup(ctx, k, 1 if addend is not None else 0, precision)
     # a CPU matrix product's result is its accumulator rounded to nearest (convolutions keep
     # outward rounding: their output conversion is oneDNN's)
     nearest = ctx.nearest and product is np.matmul
@@ -231,18 +234,17 @@ def _convolution(ctx: RuleContext) -> Interval:
 
     ``_convolution`` (the full signature a traced TorchScript graph calls) takes the same nine
     arguments first; of its backend flags (``benchmark``, ``deterministic``, ``cudnn_enabled``,
-    ``allow_tf32``) only ``allow_tf32`` can change the values, and only off the CPU: a float32
-    convolution there that may round its inputs to TF32 is refused unless the policy models
-    TF32 (:func:`pytest_fpcheck.tracking.core.policy.matmul_precision`)."""
+    ``allow_tf32``) only ``allow_tf32`` can change the values, and only off the CPU. Off the
+    CPU a float32 convolution's inputs are taken as rounded to TF32 whenever cuDNN may do so
+    (:func:`pytest_fpcheck.tracking.core.policy.convolution_precision`: cuDNN's own flag, on
+    by default, or the call's ``allow_tf32``)."""
     x, w, bias, stride, padding, dilation, transposed, output_padding, groups = ctx.args[:9]
-    if (
-        ctx.call.functional == "aten._convolution"
-        and ctx.device.type != "cpu"
-        and ctx.fmt.name == "float32"
-        and bool(ctx.arg(12, "allow_tf32", True))
-        and matmul_precision(ctx.fmt, ctx.device).inputs is None
-    ):
-        raise_unsupported(ctx, f"a float32 convolution with allow_tf32=True on {ctx.device}")
+    allow_tf32 = (
+        bool(ctx.arg(12, "allow_tf32", True))
+        if ctx.call.functional == "aten._convolution"
+        else None
+    )
+    precision = convolution_precision(ctx.fmt, ctx.device, allow_tf32)
     k = (
         int(np.prod(w.shape[1:]))
         if not transposed
@@ -268,4 +270,4 @@ def _convolution(ctx: RuleContext) -> Interval:
     addend = None
     if bias is not None:
         addend = ctx.operand(bias).map(lambda v: v.reshape((1, -1) + (1,) * (x.dim() - 2)))
-    return _product(ctx, ctx.operand(x), ctx.operand(w), k, addend, product)
+    return _product(ctx, ctx.operand(x), ctx.operand(w), k, addend, product, precision=precision)
