@@ -25,6 +25,7 @@ float64 arrays as they are (non-finite values included) and must return a finite
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -177,15 +178,20 @@ class Metric:
     needs_format: bool
 
 
+def _user_metric(user: Callable[[Array, Array], Any], y: Array, oracle: Array, fmt: Format) -> Any:
+    """A user's ``metric(y, oracle)`` (module level, so that trials on a process pool pickle
+    it wherever the user's function pickles)."""
+    return user(y, oracle)
+
+
 def resolve_metric(metric: Any) -> Metric:
     """The :class:`Metric` named by ``metric``, or wrapping a callable one."""
     if isinstance(metric, str) and metric in _BUILT_IN:
         return Metric(metric, _BUILT_IN[metric], needs_format=metric == "max_ulp")
     if callable(metric) and not isinstance(metric, str):
-        user: Callable[[Array, Array], Any] = metric
         return Metric(
             getattr(metric, "__name__", repr(metric)),
-            lambda y, oracle, fmt: user(y, oracle),
+            functools.partial(_user_metric, metric),
             needs_format=False,
         )
     raise InvalidArgument("metric", metric, _METRIC_EXPECTED)

@@ -153,8 +153,8 @@ def dual_delta(
     ``executor`` (any ``concurrent.futures.Executor``, a dask client's included) runs the
     trials; the inputs are still drawn here, in order, so the result is the same. With a
     process pool the implementations, the oracle and the metric must be picklable
-    (module-level functions; ``oracle="fp64"`` builds a closure: pass a module-level oracle or
-    use threads).
+    (module-level functions or partials of them; the built-in oracles pickle wherever
+    ``reference`` does).
     """
     _check_arguments(custom, reference, inputs, n, seed, alpha, executor)
     n, seed, alpha = int(n), int(seed), float(alpha)

@@ -189,13 +189,25 @@ def arb_oracle(
     """The Arb evaluation of ``reference``: ``oracle(*args)`` returns the result's balls'
     midpoints as a float64 NumPy array (rules in the module docstring)."""
     _check_options(rel_radius, max_bits)
-    fallback: list[Callable[..., Any]] = []
+    return _ArbOracle(reference, rel_radius, max_bits)
 
-    def oracle(*args: Any) -> Any:
-        if fallback:
-            return fallback[0](*args)
+
+class _ArbOracle:
+    """:func:`arb_oracle`'s callable: an instance, not a closure, so that it pickles wherever
+    ``reference`` does (trials on a process pool). A reference Arb cannot evaluate falls back
+    to mpmath, once for all later calls."""
+
+    def __init__(self, reference: Callable[..., Any], rel_radius: float, max_bits: int) -> None:
+        self.reference, self.rel_radius, self.max_bits = reference, rel_radius, max_bits
+        self.fallback: Callable[..., Any] | None = None
+        self.__name__ = self.__qualname__ = f"arb({_name(reference)})"
+
+    def __call__(self, *args: Any) -> Any:
+        reference = self.reference
+        if self.fallback is not None:
+            return self.fallback(*args)
         try:
-            evaluation = _evaluate(reference, args, {}, rel_radius, max_bits)
+            evaluation = _evaluate(reference, args, {}, self.rel_radius, self.max_bits)
         except UnsupportedOracleOperation as error:
             from .mpmath_eval import mpmath_oracle
 
@@ -204,7 +216,7 @@ def arb_oracle(
                 result = mpmath(*args)
             except UnsupportedOracleOperation:
                 raise error from None
-            fallback.append(mpmath)
+            self.fallback = mpmath
             return result
         if evaluation.structure is not None and len(evaluation.balls) != 1:
             raise InvalidArgument(
@@ -214,10 +226,6 @@ def arb_oracle(
                 f"values, and this one returned {len(evaluation.balls)}",
             )
         return balls.nearest(evaluation.balls[0])
-
-    oracle.__name__ = f"arb({_name(reference)})"
-    oracle.__qualname__ = oracle.__name__
-    return oracle
 
 
 def _float64_note(

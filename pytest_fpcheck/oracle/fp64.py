@@ -53,9 +53,20 @@ def _low_precision_leaf(value: Any) -> str | None:
 def fp64_oracle(reference: Callable[..., Any]) -> Callable[..., Any]:
     """The float64 re-run of ``reference``: ``oracle(*args)`` promotes every floating argument to
     float64 and calls ``reference`` on them, inside :class:`Float64Mode` when torch is in use
-    (rules in the module docstring)."""
+    (rules in the module docstring). The oracle pickles wherever ``reference`` does, so trials
+    can carry it to a process pool."""
+    return _Float64Oracle(reference)
 
-    def oracle(*args: Any) -> Any:
+
+class _Float64Oracle:
+    """:func:`fp64_oracle`'s callable: an instance, not a closure, so that it pickles."""
+
+    def __init__(self, reference: Callable[..., Any]) -> None:
+        self.reference = reference
+        self.__name__ = self.__qualname__ = f"fp64({getattr(reference, '__name__', 'reference')})"
+
+    def __call__(self, *args: Any) -> Any:
+        reference = self.reference
         promoted = promote_arguments(args)
         if "torch" in sys.modules:
             from .torch_fp64 import Float64Mode
@@ -78,7 +89,3 @@ def fp64_oracle(reference: Callable[..., Any]) -> Callable[..., Any]:
                 ),
             )
         return result
-
-    oracle.__name__ = f"fp64({getattr(reference, '__name__', 'reference')})"
-    oracle.__qualname__ = oracle.__name__
-    return oracle

@@ -36,16 +36,23 @@ def mpmath_oracle(reference: Callable[..., Any], *, dps: int = DEFAULT_DPS) -> C
             dps,
             f"an int >= {_MIN_DPS} (decimal digits; float64 itself holds about 16)",
         )
+    return _MpmathOracle(reference, dps)
 
-    def oracle(*args: Any) -> Any:
+
+class _MpmathOracle:
+    """:func:`mpmath_oracle`'s callable: an instance, not a closure, so that it pickles
+    wherever ``reference`` does (trials on a process pool)."""
+
+    def __init__(self, reference: Callable[..., Any], dps: int) -> None:
+        self.reference, self.dps = reference, dps
+        name = getattr(reference, "__name__", "reference")
+        self.__name__ = self.__qualname__ = f"mpmath({name}, dps={dps})"
+
+    def __call__(self, *args: Any) -> Any:
         if contains_torch_tensor(args):
             from . import mpmath_torch
 
-            return mpmath_torch.evaluate(reference, promote_arguments(args), dps)
+            return mpmath_torch.evaluate(self.reference, promote_arguments(args), self.dps)
         from . import mpmath_numpy
 
-        return mpmath_numpy.evaluate(reference, args, dps)
-
-    oracle.__name__ = f"mpmath({getattr(reference, '__name__', 'reference')}, dps={dps})"
-    oracle.__qualname__ = oracle.__name__
-    return oracle
+        return mpmath_numpy.evaluate(self.reference, args, self.dps)
