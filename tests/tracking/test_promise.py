@@ -17,6 +17,7 @@ import re
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pytest_fpcheck as fp
 
@@ -258,6 +259,56 @@ def test_tracked_programs_compute_what_plain_ones_compute(program) -> None:
         tracked = run_torch(program)
     assert _same(tracked, plain)
     assert torch.equal(torch.get_rng_state(), state)
+
+
+#: binary operations with a Python number, as a program writes them (the number wrapped as
+#: ATen wraps it) and as ATen's own loops call them (the foreach kernels: ``mul_.Scalar``,
+#: which takes the number in the tensor's format where ``x * s`` takes it in float32)
+_WITH_NUMBERS = {
+    "x * s": lambda x, s: x * s,
+    "s * x": lambda x, s: s * x,
+    "x + s": lambda x, s: x + s,
+    "x - s": lambda x, s: x - s,
+    "s - x": lambda x, s: s - x,
+    "x / s": lambda x, s: x / s,
+    "x.mul_(s)": lambda x, s: x.clone().mul_(s),
+    "x.add_(s)": lambda x, s: x.clone().add_(s),
+    "x.div_(s)": lambda x, s: x.clone().div_(s),
+    "mul_.Scalar": lambda x, s: torch.ops.aten.mul_.Scalar(x.clone(), s),
+    **{
+        f"_foreach_{name}_": lambda x, s, name=name: _foreach(name, x, s)
+        for name in ("add", "sub", "mul", "div")
+    },
+    "_foreach_mul_ list": lambda x, s: _foreach("mul", x, [s, -s]),
+}
+
+
+def _foreach(name: str, x: torch.Tensor, s: float | list[float]) -> torch.Tensor:
+    values = [x.clone(), (2 * x).clone()]
+    getattr(torch, f"_foreach_{name}_")(values, s)
+    return torch.stack(values)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from([torch.bfloat16, torch.float16, torch.float32]),
+    st.sampled_from([(), (1,), (5,)]),
+    st.sampled_from(list(_WITH_NUMBERS)),
+    st.lists(st.floats(-1e5, 1e5, width=32), min_size=5, max_size=5),
+    st.one_of(st.floats(-10, 10), st.floats(allow_nan=False), st.integers(-300, 300)),
+)
+def test_tracked_numbers_times_tensors_compute_what_plain_ones_compute(
+    dtype, shape, operation, values, number
+) -> None:
+    """A 0-d or n-d half, bfloat16 or float tensor with a Python number: bit for bit."""
+    x = torch.tensor(values[: int(np.prod(shape))], dtype=torch.float32).reshape(shape).to(dtype)
+    program = _WITH_NUMBERS[operation]
+    with np.errstate(all="ignore"):
+        plain = program(x, number)
+        with fp.track():
+            tracked = program(x, number)
+    assert tracked.dtype == plain.dtype
+    assert _same(tracked, plain), (x, number)
 
 
 class _Block(torch.nn.Module):

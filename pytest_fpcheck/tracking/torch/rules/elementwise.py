@@ -108,10 +108,14 @@ def _mul(ctx: RuleContext) -> Interval:
     rounded to the tensor's format first (measured bit for bit on contiguous, strided, 0-d and
     broadcast tensors and in place, ``tests/tracking/test_scalar_products.py``), so it is
     rounded outward onto float32 rather than onto the tensor's format (a bfloat16 ULP of the
-    scale factor, 2**-8 relatively, in every attention score); elsewhere (other devices) onto
-    the tensor's format, which encloses either conversion."""
+    scale factor, 2**-8 relatively, in every attention score); elsewhere (other devices, and
+    the in-place ``mul_.Scalar``, which ATen runs as ``mul_out(self, number, self)`` with the
+    number first, so that the kernel converts it to the tensor's format before the product:
+    measured bit for bit, ``tests/tracking/test_wrapped_numbers.py``) onto the tensor's
+    format, which encloses either conversion."""
     a, b = ctx.arg(0, "self"), ctx.arg(1, "other")
-    if ctx.device.type == "cpu" and (_is_number(a) or _is_number(b)):
+    in_float32 = ctx.device.type == "cpu" and ctx.call.name != "aten.mul_.Scalar"
+    if in_float32 and (_is_number(a) or _is_number(b)):
         bits = max(ctx.operand_bits(a, b), ctx.compute.precision)
         return ew.mul(
             ctx.operand(a, ctx.compute),
