@@ -22,13 +22,43 @@ The enclosure, by the operands' format:
 * bfloat16 and float16: the kernel is not the math path in that format (whose steps round
   every intermediate to it); it is the float32 computation with each weight rounded once to the
   input format. The enclosure is the float32 math path's on the widened operands, [lo, hi],
-  widened by the kernel's error model and rounded outward onto the format: with weights p_j >= 0,
-  l = sum_j p_j >= 1 (the largest weight is exp(0)) and each weight carrying a relative error
-  of at most u (the format's unit round-off) + 2^-18 (the vectorised exp and the float32
-  rescaling) + 4 (n + 2) 2^-24 (the float32 sums over n keys), plus an absolute error of half
-  the format's smallest subnormal where it underflows, the kernel's output differs from the
-  exact sum_j p_j v_j / l by at most (that relative error + n * subnormal / 2) times
-  max_j |v_j|, per output column.
+  widened by the kernel's error model and rounded to nearest onto the format
+  (:func:`.rounding.nearest`; the kernel converts its float32 result with round-to-nearest-even).
+
+  The model, per output element (row i, column e). Let a_j = exp(s_j) / sum_k exp(s_k) be the
+  exact weights of the kernel's operands and W = sum_j a_j |v_j|. The kernel's float32 score
+  differs from s_j by at most tau = (d + 4) 2^-24 / (1 - (d + 4) 2^-24) (scale max_j
+  sum_e |q_ie| |k_je| + M) (the float32 dot product over d terms, the scale's conversion, the
+  product, the mask's addition; M the largest finite |mask| of the row). Its weight
+  exp(s_j - m_k), m_k the running maximum of its block of keys, then carries a relative error of
+  at most e^lambda - 1 against exp(s_j - m_k) with lambda = tau + 104 2^-24 (the rounded
+  shift, for weights float32 does not underflow) + 2^-18 (the vectorised exp) + b (2 (S + 1)
+  2^-24 + 4 2^-24) (b blocks, each rescaling the running sum and output by exp(m_old - m_new):
+  the shift, ``std::exp``, two products; S the scores' spread, scale max sum |q||k| + M + tau).
+  The normalisation cancels exp(-m), so the normalised weight w_j = r_j / l of the kernel, r_j
+  the weight rounded to the format (|r_j - p_j| <= u p_j, or half the smallest subnormal) and
+  l the float32 sum of the unrounded weights (relative error at most sums = gamma_{n+b+4}),
+  satisfies |w_j - a_j| <= (e^{2 lambda} (1 + u) (1 + sums)^3 - 1) a_j. Summing against v
+  (float32 products and sums over the n keys: gamma again, relative to sum_j w_j |v_j|), the
+  kernel's float32 result differs from the exact sum_j a_j v_j by at most
+
+      rho W + n (subnormal / 2 + 2^-124) 2 e^lambda max_j |v_j|,
+      rho = expm1(2 lambda) (1 + u) (1 + sums)^3 + u (1 + sums)^3 + 3 sums + 4 2^-24,
+
+  the second term the weights below the format's (and float32's) normal range, whose rounding
+  is absolute (l >= e^-lambda: the largest weight is exp(0)). W is bounded above by the same
+  math path run on |v| beside v (as extra columns: attention treats each column alone), whose
+  enclosure holds W for every operand in the operands' enclosures. This charges the weights'
+  rounding against the weighted mean of |v| that it actually scales, not max_j |v_j| (the
+  model before charged 2 (u + ...) max_j |v_j|: a median radius 48 times the median actual error
+  at the tightness benchmark's point inputs, against 8 to 9 now). Masked keys: a finite mask
+  entry below -2^12, in a row with an entry of at most 2^12 in size and scores spreading less
+  than 2^10, is left out of M (its weight, exact and computed, lies below exp(-2^11): under
+  float32's range). The kernel's blocks are taken at 32 keys (ATen's kernel takes 512): more
+  rescalings than it does. The vectorised exp's 2^-18 is the model's one assumption about the
+  library (``exp_u20``), as before. ``tests/tracking/test_attention_model.py`` checks the model
+  on random shapes (rows of up to 700 keys, large-magnitude scores, finite and large negative
+  masks, subnormal and huge values) against the kernel and mpmath.
 
 An element of the kernel's result outside the enclosure is checked on every call, not assumed
 away: it gets no bounds (the whole line), with a note, so a verdict on it is inconclusive rather
@@ -51,13 +81,20 @@ import numpy as np
 import torch
 
 from ...adapters.torch import dtype_format, internal
-from ...formats import Format
+from ...formats import FORMATS, Format
 from ...interval import rounding
 from ...interval.bounds import Provenance
 from ...interval.core import Interval
 from ..core.store import STORE, Record
 
 __all__ = ["flash_attention_for_cpu"]
+
+_FLOAT32 = FORMATS["float32"]
+#: the fewest keys the kernel takes per block (ATen's CPU kernel takes 512; fewer is conservative:
+#: each block adds a rescaling of the running sums)
+_KV_SPLIT = 32
+#: a finite mask entry below -_BLOCKING blocks its key (:func:`_mask_magnitude`)
+_BLOCKING = 2.0**12
 
 
 def flash_attention_for_cpu(
@@ -87,9 +124,27 @@ def flash_attention_for_cpu(
             if attn_mask is not None and attn_mask.is_floating_point()
             else attn_mask
         )
-        reference = _math_path(wide_query, wide_key, wide_value, is_causal, mask, scale)
-        enclosure = _enclosure(reference)
-        enclosure = (*_kernel_model(enclosure[0], enclosure[1], value, fmt), enclosure[2])
+        # beside v's columns, |v|'s (each element's largest magnitude, rounded up onto
+        # float32): the upper end of their attention bounds sum_j a_j |v_j| with the exact
+        # weights a_j of the operands; attention treats each column alone, so one math path
+        # serves both
+        with internal(), torch.no_grad():
+            size = torch.from_numpy(rounding.up_to(_magnitude(value), _FLOAT32))
+            size = size.to(torch.float32)
+        both = torch.cat([wide_value, size], dim=-1)
+        reference = _math_path(wide_query, wide_key, both, is_causal, mask, scale)
+        lo, hi, record = _enclosure(reference)
+        columns = value.shape[-1]
+        model = _kernel_model(
+            lo[..., :columns],
+            hi[..., :columns],
+            hi[..., columns:],
+            (query, key, value),
+            mask,
+            scale,
+            fmt,
+        )
+        enclosure = (*model, record)
     _record_beside(output, *enclosure)
     return output, logsumexp
 
@@ -127,32 +182,90 @@ def _enclosure(reference: torch.Tensor) -> tuple[np.ndarray, np.ndarray, Record 
 
 
 def _kernel_model(
-    lo: np.ndarray, hi: np.ndarray, value: torch.Tensor, fmt: Format
+    lo: np.ndarray,
+    hi: np.ndarray,
+    weighted: np.ndarray,
+    operands: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    attn_mask: torch.Tensor | None,
+    scale: float | None,
+    fmt: Format,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The float32 enclosure widened by the fused kernel's error in a half format (module
-    docstring), rounded outward onto ``fmt``."""
-    values = STORE.read(value)
-    if values is None:
-        with internal(), torch.no_grad():
-            magnitude = value.detach().to(torch.float64).abs().numpy()
-    else:
-        magnitude = np.maximum(np.abs(values.lo), np.abs(values.hi))
-    keys = value.shape[-2]
+    """The float32 enclosure [``lo``, ``hi``] widened by the fused kernel's error in a half
+    format, rho * ``weighted`` + the underflow term (module docstring), then rounded to nearest
+    onto ``fmt`` (:func:`.rounding.nearest`: the kernel converts its float32 result with
+    round-to-nearest-even)."""
+    query, key, value = operands
+    magnitude = _magnitude(value)
+    keys, depth = value.shape[-2], query.shape[-1]
     largest = magnitude.max(axis=-2, keepdims=True)  # over the keys, per column
     if value.dim() >= 3 and lo.shape[-3] != value.shape[-3]:  # grouped-query heads
         largest = np.repeat(largest, lo.shape[-3] // value.shape[-3], axis=-3)
-    # a weight below the format's normal range is rounded with an absolute error of at most
-    # half its smallest subnormal: with l >= 1 (the largest weight is exp(0)), n of them move
-    # the output by at most n * subnormal / 2 * max|v|
-    relative = (
-        fmt.unit_roundoff + 2.0**-18 + 4 * (keys + 2) * 2.0**-24 + keys * fmt.smallest_subnormal / 2
-    )
+    # tau: how far a float32 score of the kernel may lie from the exact one, per query row
+    query_size, key_size = _magnitude(query), _magnitude(key)
+    if key.dim() >= 3 and query.shape[-3] != key.shape[-3]:
+        key_size = np.repeat(key_size, query.shape[-3] // key.shape[-3], axis=-3)
+    factor = abs(scale) if scale is not None else depth**-0.5
     with np.errstate(over="ignore", invalid="ignore"):
-        radius = rounding.up(relative * 2 * largest)  # 2x: the relative error's own rounding
-        return (
-            rounding.down_to(rounding.down(lo - radius), fmt),
-            rounding.up_to(rounding.up(hi + radius), fmt),
+        spread = rounding.up(
+            (query_size @ np.swapaxes(key_size, -1, -2)).max(axis=-1, keepdims=True)
+            * (factor * (1 + 2.0**-20))
         )
+        spread = spread + _mask_magnitude(attn_mask, spread)
+        unit = 2.0**-24
+        tau = rounding.up(spread * ((depth + 4) * unit / (1 - (depth + 4) * unit)))
+        blocks = -(-keys // _KV_SPLIT)
+        # lambda: the log of each weight's relative error before the format's rounding
+        lam = rounding.up(
+            tau + 104 * unit + 2.0**-18 + blocks * (2 * (spread + tau + 1) * unit + 4 * unit)
+        )
+        sums = (keys + blocks + 4) * unit / (1 - (keys + blocks + 4) * unit)
+        rho = rounding.up(
+            np.expm1(2 * lam) * (1 + fmt.unit_roundoff) * (1 + sums) ** 3
+            + fmt.unit_roundoff * (1 + sums) ** 3
+            + 3 * sums
+            + 4 * unit
+        )
+        absolute = rounding.up(
+            2 * np.exp(lam) * keys * (fmt.smallest_subnormal / 2 + 2.0**-124) * largest
+        )
+        radius = rounding.up(rounding.up(rho * np.maximum(weighted, 0.0)) + absolute)
+        return rounding.nearest(rounding.down(lo - radius), rounding.up(hi + radius), fmt)
+
+
+def _magnitude(t: torch.Tensor) -> np.ndarray:
+    """max |x| over each element's enclosure (its value where tracking has none), in float64."""
+    enclosure = STORE.read(t)
+    if enclosure is None:
+        with internal(), torch.no_grad():
+            computed: np.ndarray = np.abs(t.detach().to(torch.float64).numpy())
+        return computed
+    magnitude: np.ndarray = np.maximum(np.abs(enclosure.lo), np.abs(enclosure.hi))
+    return magnitude
+
+
+def _mask_magnitude(attn_mask: torch.Tensor | None, spread: np.ndarray) -> np.ndarray | float:
+    """The largest |mask| an additive float mask adds to a finite score of a row, per query row
+    (0 for none or a boolean one). A row whose finite entries below -2**12 are the only ones
+    past +-2**12, next to an entry of at most 2**12, and whose scores spread less than 2**10
+    (``spread``) leaves them out: their weights, exact and computed, lie below exp(-2**11), far
+    under float32's range, whatever the rounding of their scores (the underflow term holds
+    them). Other rows count every finite entry (a row masked by large finite numbers only)."""
+    if attn_mask is None or not attn_mask.is_floating_point():
+        return 0.0
+    with internal(), torch.no_grad():
+        mask = attn_mask.detach().to(torch.float64).numpy()
+    finite = np.isfinite(mask)
+    size = np.where(finite, np.abs(mask), 0.0)
+    small = finite & (size <= _BLOCKING)
+    every = size.max(axis=-1, keepdims=True)
+    near = np.where(small, size, 0.0).max(axis=-1, keepdims=True)
+    separable = (
+        small.any(axis=-1, keepdims=True)
+        & ~(finite & (mask > _BLOCKING)).any(axis=-1, keepdims=True)
+        & (spread + near < 2.0**10)
+    )
+    counted: np.ndarray = np.where(separable, near, every)
+    return counted
 
 
 def _record_beside(
