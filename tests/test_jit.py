@@ -241,7 +241,7 @@ def test_the_readme_tour_imports_no_numba_and_compiles_nothing(tmp_path):
         {J.CACHE_ENV: str(tmp_path)},
     )
     assert out.splitlines() == [
-        "Bounds(shape=(64, 32), format=float16, mode=rigorous, max radius=0.0938)",
+        "Bounds(shape=(64, 32), format=float16, mode=rigorous, max radius=0.0157)",
         "False False",
     ]
     assert not numba_files(tmp_path)
