@@ -46,6 +46,11 @@ def test_half_precision_layer_is_roundoff_although_allclose_fails(dtype):
     assert verdict.resolved.factor2 > 0.5  # most elements would reject a factor of 2
 
 
+# The test opens its own tracking block around the model's run. Under `pytest --fpcheck` the
+# plugin would track the whole body, building the model included: the float32 weights' rounding
+# to float16 would then be part of the program's round-off (rightly so for a reference built from
+# the float32 weights), and the float16 verdict would be about that other question.
+@pytest.mark.fpcheck(enabled=False)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_mlp_is_judged_module_by_module(dtype):
     """Three layers deep, the enclosure of the bfloat16 MLP's output is too wide to tell
