@@ -54,7 +54,7 @@ import torch
 
 from ...adapters.torch import internal
 from ...errors import InvalidArgument
-from ...tracking.core.compiled import CompiledRegion
+from ...tracking.core.compiled import CompiledRegion, floating_tensors
 from ...tracking.core.interpose import Interposer, OpCall
 from ...tracking.triton import scope as triton_scope
 from .events import KINDS, Event, EventKey, flow_text, report_text
@@ -94,17 +94,6 @@ _SAME_WIDTH_INT = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.in
 _SERIAL_PIECE = 32767  # below at::internal::GRAIN_SIZE: ATen runs it on the calling thread
 
 
-def _floating(value: Any) -> list[torch.Tensor]:
-    """The real floating tensors in an argument or result (nested in lists, tuples, dicts)."""
-    if isinstance(value, torch.Tensor):
-        return [value] if value.is_floating_point() else []
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _floating(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _floating(item)]
-    return []
-
-
 def _read_tensors(call: OpCall) -> list[torch.Tensor]:
     """The floating tensors an operation reads: its arguments less ``self`` of an overwriting
     in-place operation (``fill_``, ``copy_``, ...) and the ``out=`` arguments it only writes."""
@@ -114,7 +103,9 @@ def _read_tensors(call: OpCall) -> list[torch.Tensor]:
         if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
     }
     args = call.args[1:] if call.packet in _OVERWRITES else call.args
-    return _floating(args) + _floating({k: v for k, v in call.kwargs.items() if k not in written})
+    return floating_tensors(args) + floating_tensors(
+        {k: v for k, v in call.kwargs.items() if k not in written}
+    )
 
 
 def _bit_masks(dtype: torch.dtype) -> tuple[torch.dtype, int, int]:
@@ -325,7 +316,7 @@ class Watch(Interposer):
             if "div0" in self._watched and call.packet in _DIVISIONS:
                 div0 = _division_by_zero(call)
         result = run()
-        outputs = _floating(result)
+        outputs = floating_tensors(result)
         if not outputs:
             return result
         self.operations += 1

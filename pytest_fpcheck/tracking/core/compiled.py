@@ -54,7 +54,14 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_
 
 from .frames import user_frame
 
-__all__ = ["CompiledRegion", "attach", "detach", "ensure_attached", "stepped_aside"]
+__all__ = [
+    "CompiledRegion",
+    "attach",
+    "detach",
+    "ensure_attached",
+    "floating_tensors",
+    "stepped_aside",
+]
 
 _LOCK = threading.Lock()
 _USERS = 0
@@ -86,13 +93,14 @@ class CompiledRegion:
     written: list[torch.Tensor] = field(default_factory=list)
 
 
-def _floating(value: Any) -> list[torch.Tensor]:
+def floating_tensors(value: Any) -> list[torch.Tensor]:
+    """The real floating tensors in an argument or result (nested in lists, tuples, dicts)."""
     if isinstance(value, torch.Tensor):
         return [value] if value.is_floating_point() else []
     if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _floating(item)]
+        return [t for item in value for t in floating_tensors(item)]
     if isinstance(value, dict):
-        return [t for item in value.values() for t in _floating(item)]
+        return [t for item in value.values() for t in floating_tensors(item)]
     return []
 
 
@@ -142,7 +150,7 @@ def _wrap(compiled: Callable[..., Any], name: str) -> Callable[..., Any]:
     def region(*args: Any, **kwargs: Any) -> Any:
         if not torch._C._len_torch_dispatch_stack():
             return compiled(*args, **kwargs)
-        inputs = _floating(list(args)) + _floating(kwargs)
+        inputs = floating_tensors(list(args)) + floating_tensors(kwargs)
         versions = [t._version for t in inputs]
         source = user_frame(_caller_of_compiled_frame())
         site = f"{name} at {source[0].rsplit('/', 1)[-1]}:{source[1]}" if source else name
@@ -154,7 +162,7 @@ def _wrap(compiled: Callable[..., Any], name: str) -> Callable[..., Any]:
             for mode in innermost.values():
                 mode.before_compiled_region(described)  # strict tracking raises here
             out = compiled(*args, **kwargs)
-        described.outputs = _floating(out)
+        described.outputs = floating_tensors(out)
         described.written = [
             t for t, version in zip(inputs, versions, strict=True) if t._version != version
         ]
