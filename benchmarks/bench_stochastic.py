@@ -6,6 +6,10 @@ Sections (``--section``, default all):
   against the addition-level emulation (one stochastic rounding per addition), for several
   lengths, accumulator formats, term distributions and orders; then the spread the dispatch
   mode gives ``torch.sum`` and ``torch.mm`` against the emulation of the same computation.
+* ``scan``: the model of Triton prefix sums and products (``tl.cumsum``, ``tl.cumprod``:
+  :func:`pytest_fpcheck.stochastic.accumulation.kernel_scan_noise`) against the addition-level
+  emulation (one stochastic rounding per addition or multiplication), every prefix, for several
+  lengths, formats and term distributions.
 * ``calibration``: on correct programs, the false Type-II rate of ``classify(out, ref,
   bounds=stochastic_bounds(...))`` at the default confidence (0.999) over ``--seeds`` seeds (a
   seed draws the inputs and the stochastic seed), and the ratio of the estimated standard
@@ -48,7 +52,9 @@ import pytest_fpcheck as fp
 from pytest_fpcheck import formats as F
 from tests.stochastic.calibration import (
     emulate_accumulation,
+    emulate_scan,
     mode_spread,
+    model_scan,
     model_sigma,
     verdict_trial,
 )
@@ -100,6 +106,43 @@ def accumulation(seed: int) -> None:
             f"{dtype!s:<15} K={k:<5} mm: {np.median(mm / emulated.std(0, ddof=1)):.3f}"
             f"   sum: {np.median(total / row.std(0, ddof=1)):.3f}"
         )
+    print()
+
+
+def scan(seed: int) -> None:
+    print("## scan model / addition-level emulation (std ratio per prefix, 8 rows, 200 replicas)")
+    print("emulation: one stochastic rounding per addition (multiplication); prefixes after the")
+    print("first; median, 10%-90% quantiles, and the median at the last prefix")
+    rng = np.random.default_rng(seed)
+    print(
+        f"{'format':<9} {'K':>5} {'scan':<8} {'terms':<9} {'median':>6} {'10-90%':>11} {'last':>5}"
+    )
+    for name in ("float32", "float16", "bfloat16"):
+        fmt = F.format_of(name)
+        for k in (16, 128, 1024):
+            for kind, terms_kind in (
+                ("cumsum", "normal"),
+                ("cumsum", "uniform"),
+                ("cumprod", "1+N/100"),
+            ):
+                if terms_kind == "normal":
+                    terms = rng.standard_normal((8, k))
+                elif terms_kind == "uniform":
+                    terms = rng.random((8, k))
+                else:
+                    terms = 1 + rng.standard_normal((8, k)) / 100
+                terms = F.round_to(terms, fmt)
+                emulated = emulate_scan(terms, fmt, kind, 200, rng).std(0, ddof=1)[:, 1:]
+                modelled = model_scan(terms, fmt, kind, 200, seed).std(0, ddof=1)[:, 1:]
+                moved = emulated > 0
+                ratio = modelled[moved] / emulated[moved]
+                last = np.median(modelled[:, -1] / emulated[:, -1])
+                low, high = np.quantile(ratio, [0.1, 0.9])
+                print(
+                    f"{name:<9} {k:>5} {kind:<8} {terms_kind:<9} {np.median(ratio):>6.2f} "
+                    f"{low:>5.2f}-{high:<5.2f} {last:>5.2f}",
+                    flush=True,
+                )
     print()
 
 
@@ -337,7 +380,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--section",
-        choices=["all", "accumulation", "calibration", "programs", "triton", "power", "cost"],
+        choices=[
+            "all",
+            "accumulation",
+            "scan",
+            "calibration",
+            "programs",
+            "triton",
+            "power",
+            "cost",
+        ],
         default="all",
     )
     parser.add_argument("--seeds", type=int, default=200)
@@ -355,6 +407,8 @@ def main() -> None:
     )
     if options.section in ("all", "accumulation"):
         accumulation(1)
+    if options.section in ("all", "scan"):
+        scan(1)
     if options.section in ("all", "calibration"):
         calibration(options.seeds, options.samples)
     if options.section == "programs":

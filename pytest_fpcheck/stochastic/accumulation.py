@@ -40,6 +40,23 @@ accumulator a blocked matmul carries from one K-block to the next): its partial 
 over the blocks of a loop adds up to the sequential model of the whole product. Both in the
 accumulator's format, which is the result's (the addend's type for a dot; the summed type, after
 ``tl.sum``'s own widening cast of half precisions, for a sum).
+
+Prefix sums and products of Triton kernels (``tl.cumsum``, ``tl.cumprod``,
+:func:`kernel_scan_noise`) are sequential along their axis, as the interpreter computes them
+(``numpy.cumsum``) and as each thread of a compiled scan does (a GPU then combines the threads'
+partials in a tree, with fewer roundings: the sequential model is the larger). Output ``k`` is
+the rounding of addition ``k``, ``s_k = o_(k-1) + t_k``, and carries the errors of the
+additions before it: the result is ``SR(S_k + D_(k-1))`` with ``S_k`` the exact prefix,
+``D_(k-1) = sum_(j<k) e_j`` and ``e_j`` independent Gaussian terms of the variance of addition
+``j``'s stochastic rounding, ``q_j**2 f_j (1 - f_j)`` for the gap ``q_j`` and the fractional
+position ``f_j`` of ``S_j`` on the format's grid (zero where a prefix is on the grid, so that a
+scan whose additions are exact, such as a count, stays exact), and the last rounding is the
+stochastic rounding of the result itself. Each output's variance is that of the addition-level
+emulation; two outputs share the errors of the additions before the first of them (the
+emulation: up to and including it). Products: the same with relative errors,
+``P_k (1 + sum_(j<k) e_j / P_j)``. ``benchmarks/bench_stochastic.py --section scan`` measures the
+model against the addition-level emulation (docs/performance.md). A float64 scan takes
+``KAPPA u**2 S_j**2`` (its fractional positions are not known in float64).
 """
 
 from __future__ import annotations
@@ -53,7 +70,14 @@ import torch
 
 from .memo import Memo
 
-__all__ = ["ACCUMULATIONS", "KAPPA", "accumulation_sigma", "kernel_sigma"]
+__all__ = [
+    "ACCUMULATIONS",
+    "KAPPA",
+    "SCANS",
+    "accumulation_sigma",
+    "kernel_scan_noise",
+    "kernel_sigma",
+]
 
 #: the average variance of one stochastic rounding of ``s``, in units of ``u**2 s**2``
 KAPPA = 0.36
@@ -234,3 +258,56 @@ def kernel_sigma(
             return None
         sigma: np.ndarray = np.sqrt(np.reshape(variance, np.shape(total)))
     return sigma
+
+
+#: the prefix operations of Triton kernels rounded by :func:`kernel_scan_noise`
+SCANS = frozenset({"cumsum", "cumprod"})
+
+
+def _step_variance(x: np.ndarray, precision: int, emin: int) -> np.ndarray:
+    """The variance ``q**2 f (1 - f)`` of a stochastic rounding of each ``x`` (float64) onto the
+    grid of ``precision`` bits and least exponent ``emin``: ``q`` the gap at ``x``, ``f`` its
+    fractional position (0 on the grid and for non-finite values)."""
+    biased = (x.view(np.int64) >> 52) & 0x7FF
+    quantum = np.ldexp(1.0, np.maximum(biased - 1023, emin) - (precision - 1))
+    scaled = np.abs(x) / quantum
+    fraction = scaled - np.floor(scaled)
+    variance: np.ndarray = np.where(
+        np.isfinite(x), np.square(quantum) * fraction * (1 - fraction), 0.0
+    )
+    return variance
+
+
+def kernel_scan_noise(
+    kind: str,
+    wide: np.ndarray,
+    axis: int,
+    precision: int,
+    emin: int,
+    u: float,
+    normal: np.ndarray,
+) -> np.ndarray:
+    """The accumulated error ``D_(k-1)`` (``P_k D_(k-1)`` for products) to add to each exact
+    prefix ``wide`` (float64) of a ``tl.cumsum`` (``kind == "cumsum"``) or ``tl.cumprod`` along
+    ``axis``, computed in the format of ``precision`` bits and least exponent ``emin`` (``u``:
+    its unit round-off; float64: ``precision == 53``), from standard normal numbers ``normal``
+    of ``wide``'s shape (see the module docstring)."""
+    with np.errstate(all="ignore"):
+        if precision >= 53:
+            variance = KAPPA * u * u * np.square(wide)
+        else:
+            variance = _step_variance(np.ascontiguousarray(wide), precision, emin)
+        if kind == "cumprod":
+            variance = np.where(wide != 0, variance / np.square(wide), 0.0)
+        steps = np.sqrt(variance) * normal
+        # the first prefix is a term (no addition); D_(k-1) leaves out addition k, whose
+        # rounding is the result's own
+        index = [slice(None)] * wide.ndim
+        index[axis] = slice(0, 1)
+        steps[tuple(index)] = 0.0
+        accumulated = np.cumsum(steps, axis=axis) - steps
+        accumulated = np.where(np.isfinite(accumulated), accumulated, 0.0)
+        if kind == "cumprod":
+            accumulated = np.where(np.isfinite(wide), wide * accumulated, 0.0)
+    noise: np.ndarray = accumulated
+    return noise

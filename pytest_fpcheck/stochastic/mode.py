@@ -33,7 +33,9 @@ computed in a wider format:
   in float64 (:meth:`StochasticMode.kernel_rounded`): stochastic rounding onto the result's
   format, float64 results moved one step as above, ``tl.dot`` and ``tl.sum`` with their
   accumulation's Gaussian term first
-  (:func:`~pytest_fpcheck.stochastic.accumulation.kernel_sigma`). The draws come from the
+  (:func:`~pytest_fpcheck.stochastic.accumulation.kernel_sigma`), ``tl.cumsum`` and
+  ``tl.cumprod`` with the accumulated errors of the additions (multiplications) before each
+  prefix (:func:`~pytest_fpcheck.stochastic.accumulation.kernel_scan_noise`). The draws come from the
   sample's generator, so a seed gives the same kernel roundings.
 
 An operation that cannot run on widened operands (a kernel that insists on its dtypes) runs
@@ -58,7 +60,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..formats import FORMATS, Format
 from ..tracking.triton.scope import close_block, open_block
-from .accumulation import accumulation_sigma, kernel_sigma
+from .accumulation import SCANS, accumulation_sigma, kernel_scan_noise, kernel_sigma
 from .memo import Memo
 from .rounding import (
     SampleRandom,
@@ -335,9 +337,17 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         fmt = FORMATS[format_name]
         self.ops += 1
         value = torch.from_numpy(np.array(wide, dtype=np.float64))
-        sigma = kernel_sigma(op.rsplit(".", 1)[-1], operands, axis, wide, fmt.unit_roundoff)
-        if sigma is not None:
-            value = add_noise(value, torch.from_numpy(sigma), self.draw)
+        kind = op.rsplit(".", 1)[-1]
+        if kind in SCANS and axis is not None:
+            normal = self.draw.take("normal", value).numpy()
+            noise = kernel_scan_noise(
+                kind, value.numpy(), axis, fmt.precision, fmt.emin, fmt.unit_roundoff, normal
+            )
+            value = value + torch.from_numpy(noise)
+        else:
+            sigma = kernel_sigma(kind, operands, axis, wide, fmt.unit_roundoff)
+            if sigma is not None:
+                value = add_noise(value, torch.from_numpy(sigma), self.draw)
         if format_name == "float64":
             rounded = perturb_in_place_format(value, self.draw)
         else:

@@ -29,8 +29,8 @@ Three roundings are implemented here, each exact in its arithmetic:
 Random numbers come from pools (:class:`Pools`) generated once per process, in chunks from
 ``numpy.random.SeedSequence((POOL_SEED, kind, chunk))``, and read at a random offset for each
 operation (the offset comes from a generator seeded by the run's seed, and drawn in batches);
-the numbers that decide rounding directions are stratified across a run's samples
-(:class:`SampleRandom`). A new seed costs nothing: generating pools per seed cost
+the numbers that decide rounding directions are stratified across a run's samples, with a
+fresh assignment of strata to samples for each operation (:class:`SampleRandom`). A new seed costs nothing: generating pools per seed cost
 17 ms a call, more than 16 runs of a small model. Reading a pool costs nothing,
 where drawing a fresh number per element costs more than the operation it rounds; two
 operations share a number only at positions their offsets pair at random, never element for
@@ -171,15 +171,43 @@ class _Offsets:
         return self._pending.pop() % bound
 
 
+class _Strata:
+    """This sample's stratum for each operation: column ``index`` of a random permutation of
+    ``range(count)`` per operation, drawn :data:`_OFFSET_BATCH` operations at a time from a
+    generator every sample of the run seeds alike (so that the samples' strata of one operation
+    are a permutation)."""
+
+    def __init__(self, seed: int, index: int, count: int) -> None:
+        sequence = np.random.SeedSequence(seed, spawn_key=(1,))
+        self._generator = np.random.Generator(np.random.PCG64(sequence))
+        self._index, self._count = index, count
+        self._pending: list[int] = []
+
+    def next(self) -> int:
+        """The stratum (in ``range(count)``) of this sample for the next operation."""
+        if not self._pending:
+            rows = np.broadcast_to(np.arange(self._count), (_OFFSET_BATCH, self._count))
+            permutations = self._generator.permuted(rows, axis=1)
+            self._pending = permutations[:, self._index].tolist()[::-1]
+        return self._pending.pop()
+
+
 class SampleRandom:
     """What sample ``index`` of a run draws: offsets into the pools.
 
     With ``count`` (the run's number of samples) the numbers that decide a rounding's direction
     are stratified across the samples: every sample reads them at the same offsets (from
-    ``SeedSequence((seed,))``), and sample ``i`` shifts them by ``i / count`` of their range,
-    modulo the range, so that of ``count`` samples rounding a value at fractional position ``f``
-    between its neighbours, ``floor(count f)`` or ``ceil(count f)`` round up (Latin-hypercube
-    sampling of each rounding; each sample alone still rounds with probability ``f``). Without
+    ``SeedSequence((seed,))``), and for each operation sample ``i`` shifts them by ``s_i / count``
+    of their range, modulo the range, ``s`` a random permutation of ``range(count)`` drawn per
+    operation (the same in every sample: :class:`_Strata`), so that of ``count`` samples rounding
+    a value at fractional position ``f`` between its neighbours, ``floor(count f)`` or
+    ``ceil(count f)`` round up (Latin-hypercube sampling of each rounding; each sample alone
+    still rounds with probability ``f``). The permutation changes from one operation to the
+    next: with the shift ``i / count`` of every operation (commit 5490cb7), a chain of roundings
+    of one value (a scan's additions, a loop's accumulator) kept each sample in the same stratum,
+    samples of neighbouring strata took the same directions step after step, and the 16
+    samples of a ``tl.associative_scan`` collapsed to 2 to 9 distinct values, at times one (a
+    spread of zero, and false Type-II verdicts; docs/performance.md). Without
     it the samples' roundings are independent, and a rounding near a grid point shared by many
     outputs (a parameter converted inside the run) takes the same direction in all 16 samples
     with probability ``f**16 + (1 - f)**16``, unseen by their spread (docs/performance.md,
@@ -191,6 +219,7 @@ class SampleRandom:
         self.index, self.count = index, count
         self._own = _Offsets((seed, index))
         self._shared = None if count is None else _Offsets((seed,))
+        self._strata = None if count is None else _Strata(seed, index, count)
         self._arrays: dict[str, tuple[torch.Tensor, int]] = {}
 
     def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
@@ -206,12 +235,13 @@ class SampleRandom:
         offsets = self._shared if stratified and self._shared is not None else self._own
         start = offsets.below(size - n + 1)  # the same whatever ran before
         values = pool[start : start + n].view(like.shape)
-        if not stratified or self.count is None:
+        if not stratified or self.count is None or self._strata is None:
             return values
+        stratum = self._strata.next()
         modulus = _STRATIFIED[kind]
         if modulus is None:
-            return torch.remainder(values + self.index / self.count, 1.0)
-        return torch.bitwise_and(values + (self.index * modulus) // self.count, modulus - 1)
+            return torch.remainder(values + stratum / self.count, 1.0)
+        return torch.bitwise_and(values + (stratum * modulus) // self.count, modulus - 1)
 
 
 def _power_of_two(exponent: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

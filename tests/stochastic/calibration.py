@@ -6,6 +6,8 @@
   pairwise order, for many independent replicas at once (NumPy, exact in float64 for these
   grids);
 * :func:`model_sigma`: the accumulation model's standard deviation for the same terms;
+* :func:`emulate_scan` and :func:`model_scan`: the same for the prefix sums and products of
+  Triton kernels (``tl.cumsum``, ``tl.cumprod``), every prefix;
 * :func:`mode_spread`: the spread the dispatch mode itself gives a ``torch.sum`` or a matrix
   product, over samples;
 * :func:`verdict_trial`: one correct or buggy model, one input draw, one seed: the verdict of
@@ -54,6 +56,41 @@ def emulate_accumulation(
             level = _round_stochastic(level[..., 0::2] + level[..., 1::2], fmt, rng)
         return level[..., 0]
     raise ValueError(order)
+
+
+def emulate_scan(
+    terms: np.ndarray, fmt: F.Format, kind: str, replicas: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``replicas`` stochastic-arithmetic evaluations of the sequential prefix sums
+    (``kind == "cumsum"``) or products (``"cumprod"``) of each row of ``terms`` (shape
+    ``(M, K)``, on ``fmt``'s grid): one stochastic rounding per operation, shape
+    ``(replicas, M, K)``."""
+    t = np.broadcast_to(terms, (replicas, *terms.shape)).astype(np.float64)
+    out = np.empty_like(t)
+    out[..., 0] = t[..., 0]
+    for k in range(1, t.shape[-1]):
+        wide = out[..., k - 1] + t[..., k] if kind == "cumsum" else out[..., k - 1] * t[..., k]
+        out[..., k] = _round_stochastic(wide, fmt, rng)
+    return out
+
+
+def model_scan(terms: np.ndarray, fmt: F.Format, kind: str, replicas: int, seed: int) -> np.ndarray:
+    """``replicas`` randomly rounded scans of the rows of ``terms`` as a Triton kernel's
+    ``tl.cumsum``/``tl.cumprod`` is rounded (the model of
+    :func:`pytest_fpcheck.stochastic.accumulation.kernel_scan_noise`, through the dispatch
+    mode's :meth:`~pytest_fpcheck.stochastic.mode.StochasticMode.kernel_rounded`), shape
+    ``(replicas, M, K)``."""
+    from pytest_fpcheck.stochastic.mode import StochasticMode
+    from pytest_fpcheck.stochastic.rounding import Pools, SampleRandom
+
+    wide = np.cumsum(terms, axis=-1) if kind == "cumsum" else np.cumprod(terms, axis=-1)
+    runs = [
+        StochasticMode(SampleRandom(Pools.shared(), seed, index)).kernel_rounded(
+            f"scan.{kind}", wide, fmt.name, (terms,), terms.ndim - 1
+        )
+        for index in range(replicas)
+    ]
+    return np.stack(runs)
 
 
 def model_sigma(terms: np.ndarray, u: float) -> np.ndarray:

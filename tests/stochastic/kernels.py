@@ -1,6 +1,6 @@
 """Triton kernels for the stochastic-arithmetic calibration (tests/stochastic/test_triton.py and
 benchmarks/bench_stochastic.py): the fused softmax and blocked matmul of the examples
-(examples/test_triton_kernels.py) and a layer norm, each as ``run(dtype, x)`` with its float64
+(examples/test_triton_kernels.py), a layer norm and a row prefix sum (``tl.cumsum``), each as ``run(dtype, x)`` with its float64
 PyTorch reference (``reference(torch.float64, x)``), as tests/stochastic/calibration.py's
 ``verdict_trial`` takes them. (The matmul runs in float16: triton 3.9's interpreter multiplies
 bfloat16 bit patterns in ``tl.dot``.)"""
@@ -64,6 +64,18 @@ def layer_norm_kernel(
     b = tl.load(b_ptr + cols, mask=cols < n_cols).to(tl.float32)
     y = centred * rstd[:, None] * w[None, :] + b[None, :]
     tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def cumsum_kernel(x_ptr, y_ptr, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Prefix sums of ``ROWS`` rows per program (``tl.cumsum`` in the input's format, as
+    triton computes it for floating types)."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    offsets = rows[:, None] * n_cols + cols[None, :]
+    mask = (cols < n_cols)[None, :]
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(y_ptr + offsets, tl.cumsum(x, axis=1), mask=mask)
 
 
 def _on_grid(dtype: torch.dtype, *shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -149,6 +161,18 @@ def layer_norm_converting_reference(dtype: torch.dtype, x: torch.Tensor) -> torc
     )
 
 
+def cumsum(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    """Row prefix sums of ``x`` (a multiple of 16 rows of at most 128) in ``dtype``."""
+    x = x.to(dtype)
+    y = torch.empty_like(x)
+    cumsum_kernel[(x.shape[0] // 16,)](x, y, x.shape[1], ROWS=16, BLOCK=128)
+    return y
+
+
+def cumsum_reference(dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    return torch.cumsum(x.to(dtype), dim=-1)
+
+
 Run = Callable[[torch.dtype, torch.Tensor], torch.Tensor]
 Draw = Callable[[int], torch.Tensor]
 
@@ -174,6 +198,18 @@ KERNELS: dict[str, tuple[Run, Run, Draw, torch.dtype]] = {
         layer_norm_reference,
         lambda seed: _on_grid(torch.bfloat16, 16, 96, seed=seed),
         torch.bfloat16,
+    ),
+    "cumsum, 16x128, float32": (
+        cumsum,
+        cumsum_reference,
+        lambda seed: _on_grid(torch.float32, 16, 128, seed=seed),
+        torch.float32,
+    ),
+    "cumsum, 16x128, float16": (
+        cumsum,
+        cumsum_reference,
+        lambda seed: _on_grid(torch.float16, 16, 128, seed=seed),
+        torch.float16,
     ),
 }
 

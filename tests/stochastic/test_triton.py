@@ -117,3 +117,122 @@ def test_correct_kernels_pass_with_a_calibrated_spread(name: str) -> None:
         assert kind == "roundoff"
         ratios.append(estimated / actual)
     assert 0.5 <= float(np.median(ratios)) <= 2.0, ratios
+
+
+@triton.jit
+def _add(a, b):  # type: ignore[no-untyped-def]
+    return a + b
+
+
+@triton.jit
+def prefix(  # type: ignore[no-untyped-def]
+    x_ptr, y_ptr, n, scale, BLOCK: tl.constexpr, KIND: tl.constexpr, REVERSE: tl.constexpr
+):
+    """Row prefix sums (KIND 0: ``tl.cumsum``; 1: ``tl.associative_scan`` with a combine of the
+    user's; 2: ``tl.cumprod``) times ``scale``."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    if KIND == 0:
+        y = tl.cumsum(x, 0, reverse=REVERSE)
+    elif KIND == 1:
+        y = tl.associative_scan(x, 0, _add, reverse=REVERSE)
+    else:
+        y = tl.cumprod(x, 0, reverse=REVERSE)
+    if scale != 1.0:
+        y = y * scale
+    tl.store(y_ptr + row * n + cols, y, mask=cols < n)
+
+
+def scan_rows(
+    x: torch.Tensor, kind: int = 0, reverse: bool = False, scale: float = 1.0
+) -> torch.Tensor:
+    out = torch.empty_like(x)
+    prefix[(x.shape[0],)](x, out, x.shape[1], scale, BLOCK=x.shape[1], KIND=kind, REVERSE=reverse)
+    return out
+
+
+def _exact_scan(x: torch.Tensor, kind: int, reverse: bool) -> np.ndarray:
+    terms = x.double().numpy()
+    if reverse:
+        terms = terms[:, ::-1]
+    exact = np.cumprod(terms, axis=1) if kind == 2 else np.cumsum(terms, axis=1)
+    return exact[:, ::-1] if reverse else exact
+
+
+@pytest.mark.parametrize(("kind", "reverse"), [(0, False), (0, True), (1, False), (2, False)])
+def test_each_addition_of_a_scan_is_rounded_at_random(kind: int, reverse: bool) -> None:
+    # every prefix after the first is a rounding (the first, or last in reverse, is a term):
+    # the samples differ, they centre on the exact prefixes, and their spread grows along the
+    # scan as the errors of the additions accumulate
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(4, 128, generator=generator, dtype=torch.float64)
+    x = (1 + x / 64 if kind == 2 else x).float()
+    bounds = stochastic_bounds(scan_rows, x, kind, reverse, samples=16, seed=5)
+    exact = _exact_scan(x, kind, reverse)
+    std = bounds.estimate.std[:, ::-1] if reverse else bounds.estimate.std
+    assert np.all(std[:, 0] == 0)
+    assert np.mean(std[:, 1:] > 0) >= 0.95
+    assert np.all(bounds.contains(exact))
+    ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    ulps = (std / (ulp[:, ::-1] if reverse else ulp))[:, 1:]
+    assert float(np.median(ulps[:, -32:])) > 2 * float(np.median(ulps[:, :8]))
+
+
+def test_a_scan_of_exact_additions_stays_exact() -> None:
+    # a count (prefix sums of 0 and 1) never rounds: its samples are all the exact count
+    x = (torch.rand(2, 128, generator=torch.Generator().manual_seed(6)) < 0.5).float()
+    bounds = stochastic_bounds(scan_rows, x, samples=8, seed=7)
+    assert np.all(bounds.estimate.std == 0)
+    assert np.array_equal(bounds.estimate.mean, np.cumsum(x.double().numpy(), axis=1))
+
+
+def test_a_scans_roundings_follow_the_seed() -> None:
+    x = torch.randn(2, 64, generator=torch.Generator().manual_seed(8))
+    first = sample(scan_rows, (x,), {}, 5, 3)
+    again = sample(scan_rows, (x,), {}, 5, 3)
+    other = sample(scan_rows, (x,), {}, 6, 3)
+    assert np.array_equal(first.values[0], again.values[0])
+    assert not np.array_equal(first.values[0], other.values[0])
+
+
+def test_the_scan_model_follows_the_addition_level_emulation() -> None:
+    # the accumulated Gaussian errors plus the result's own rounding against one stochastic
+    # rounding per addition (multiplication), per prefix (benchmarks/bench_stochastic.py
+    # --section scan measures more lengths and formats)
+    from pytest_fpcheck import formats as F
+
+    from .calibration import emulate_scan, model_scan
+
+    rng = np.random.default_rng(9)
+    for name, kind, terms in (
+        ("float32", "cumsum", rng.standard_normal((4, 128))),
+        ("float16", "cumsum", rng.random((4, 128))),
+        ("float32", "cumprod", 1 + rng.standard_normal((4, 128)) / 100),
+    ):
+        fmt = F.format_of(name)
+        terms = F.round_to(terms, fmt)
+        emulated = emulate_scan(terms, fmt, kind, 100, rng).std(0, ddof=1)[:, 1:]
+        modelled = model_scan(terms, fmt, kind, 100, 10).std(0, ddof=1)[:, 1:]
+        ratio = float(np.median(modelled / emulated))
+        assert 0.8 < ratio < 1.25, (name, kind, ratio)
+
+
+def test_a_correct_scan_kernel_passes_and_a_planted_64u_bug_is_caught() -> None:
+    # the calibration kernel (16 rows of 128 per program), 12 seeds: no false Type-II verdict
+    run, reference, draw, dtype = KERNELS["cumsum, 16x128, float32"]
+    for seed in range(12):
+        kind, estimated, actual = verdict_trial(run, reference, draw(2000 + seed), dtype, seed)
+        assert kind == "roundoff", seed
+        assert 0.5 <= estimated / actual <= 2.5
+    # the prefix sums scaled by 1 + 64u (u = 2**-24): the bounds of the buggy kernel's samples
+    # leave out the correct result
+    x = torch.randn(4, 128, generator=torch.Generator().manual_seed(11))
+    reference = torch.cumsum(x.double(), dim=1)
+    scale = 1 + 64 * 2.0**-24
+    bounds = stochastic_bounds(scan_rows, x, 0, False, scale, samples=16, seed=12)
+    verdict = fp.classify(scan_rows(x, scale=scale), reference, bounds=bounds)
+    assert verdict.kind == "bug"
+    assert verdict.outside > verdict.total // 4
+    correct = stochastic_bounds(scan_rows, x, samples=16, seed=12)
+    assert fp.classify(scan_rows(x), reference, bounds=correct).kind == "roundoff"

@@ -51,7 +51,7 @@ from .launch import STATE, Launch, current_launch
 from .memory import LaunchMemory, tensors_of
 from .memory_hooks import MEMORY_RULES
 from .reduce import instrumented_reduce_ops, instrumented_scan_ops, record_call
-from .rounding import round_result, round_sum
+from .rounding import round_result, round_scan, round_sum
 from .rules import RULES, KernelOp
 
 __all__ = ["SUPPORTED", "HostCopies", "Launch", "hook_set"]
@@ -128,7 +128,11 @@ def _build(interpreter: Any) -> None:
         )
     )
     _HOOKS.append(
-        (interpreter, "ScanOps", instrumented_scan_ops(interpreter.ScanOps, tl, _widened))
+        (
+            interpreter,
+            "ScanOps",
+            instrumented_scan_ops(interpreter.ScanOps, tl, _widened, _rounded_scan),
+        )
     )
     _HOOKS.append(
         (interpreter, "_patch_lang", _lang_patcher(interpreter._patch_lang, interpreter, tl))
@@ -190,6 +194,13 @@ def _rounded_sum(x: Any, output: Any, axis: int | None, keep: bool) -> None:
     launch = current_launch()
     if launch is not None and launch.rounder is not None and launch.memory is None:
         round_sum(launch.rounder, launch.kernel, x, output, axis, keep)
+
+
+def _rounded_scan(kind: str, x: Any, output: Any, axis: int, reverse: bool) -> None:
+    """For ``tl.cumsum``/``tl.cumprod``: in a randomly rounded launch, round the scan at random."""
+    launch = current_launch()
+    if launch is not None and launch.rounder is not None and launch.memory is None:
+        round_scan(launch.rounder, launch.kernel, kind, x, output, axis, reverse)
 
 
 def _radius(values: Any) -> float:

@@ -206,13 +206,34 @@ def _unsupported(combine_fn: Any, what: str) -> Exception:
     )
 
 
-def instrumented_scan_ops(base: type, tl: Any, active: Callable[[Any, Any], bool]) -> type:
-    """A subclass of the interpreter's ``ScanOps`` that attaches enclosures."""
+def instrumented_scan_ops(
+    base: type,
+    tl: Any,
+    active: Callable[[Any, Any], bool],
+    rounded_scan: Callable[[str, Any, Any, int, bool], None] | None = None,
+) -> type:
+    """A subclass of the interpreter's ``ScanOps`` that attaches enclosures;
+    ``rounded_scan(kind, x, output, axis, reverse)`` rounds a ``tl.cumsum`` (``kind ==
+    "cumsum"``) or ``tl.cumprod`` at random in a stochastic-arithmetic launch."""
 
     class IntervalScanOps(base):  # type: ignore[misc]
         def apply_impl(self, input: Any) -> Any:
             if not active(None, None) or not any(h.is_floating(t.handle) for t in input):
-                return super().apply_impl(input)
+                result = super().apply_impl(input)
+                standard = tl.standard
+                if rounded_scan is not None and len(input) == 1:
+                    scan = (
+                        "cumsum"
+                        if self.combine_fn is standard._sum_combine
+                        else "cumprod"
+                        if self.combine_fn is standard._prod_combine
+                        else None
+                    )
+                    if scan is not None:
+                        rounded_scan(
+                            scan, input[0].handle, result[0].handle, self.axis, self.reverse
+                        )
+                return result
             if self.combine_fn is tl.standard._sum_combine:
                 kind: str | None = "sum"
             elif len(input) == 1:

@@ -9,10 +9,14 @@ builder's own method on float64 handles, so the operation is the interpreter's);
 turns that wide value into the result (a random rounding onto the result's format) and the
 kernel goes on with it. Exact operations (moves, comparisons, selections, ``min``/``max``,
 ``abs``, negation, ``floor``/``ceil``, widening casts) keep the interpreter's result, and so do
-results in a format without one here (the AMD float8 variants). Prefix sums
-(``tl.cumsum``, ``tl.associative_scan``) are not rounded at random; a ``tl.reduce`` with a
-combine function of the user's is, one rounding per combine call (the interpreter runs the
-function on scalars through the builder).
+results in a format without one here (the AMD float8 variants). ``tl.cumsum`` and
+``tl.cumprod`` (which the interpreter computes with NumPy, outside the builder) are rounded as
+sequential scans (:func:`round_scan`: each prefix computed in float64, with the accumulated
+errors of the additions before it and its own random rounding). A ``tl.reduce`` or
+``tl.associative_scan`` with a combine function of the user's is rounded one operation per
+combine call: the interpreter runs the function on scalars through the builder, so each addition
+of such a scan is a stochastic rounding. ``tl.max``, ``tl.min`` and ``tl.argmax``/``argmin``
+are exact.
 
 The interpreter computes bfloat16 arithmetic on the bit patterns (triton 3.9), a result that
 is no rounding of the exact one; the float64 value here is computed from the decoded operands,
@@ -30,7 +34,7 @@ from ...errors import UnsupportedOperation
 from ..core.observe import OperationRounder
 from . import handles as h
 
-__all__ = ["ROUNDED", "round_result", "round_sum"]
+__all__ = ["ROUNDED", "round_result", "round_scan", "round_sum"]
 
 #: builder operations (without ``create_``) whose floating result is a rounding
 ROUNDED = frozenset(
@@ -136,3 +140,30 @@ def round_sum(
         axis,
     )
     output.data = _encode(rounded, format_name, output.data)
+
+
+def round_scan(
+    rounder: OperationRounder,
+    kernel: str,
+    kind: str,
+    x: Any,
+    output: Any,
+    axis: int,
+    reverse: bool,
+) -> None:
+    """Replace the data of ``output``, the prefix sums (``kind == "cumsum"``) or products
+    (``"cumprod"``) of handle ``x`` along ``axis`` (from the end when ``reverse``), by the
+    rounder's random rounding of the sequential scan (computed in float64; the accumulated
+    errors are the rounder's, :func:`~pytest_fpcheck.stochastic.accumulation.kernel_scan_noise`)."""
+    format_name = _format_name(output)
+    if format_name is None or not h.is_floating(x):
+        return
+    values = _decoded(x)
+    if reverse:
+        values = np.flip(values, axis=axis)
+    with np.errstate(all="ignore"):
+        wide = np.cumsum(values, axis=axis) if kind == "cumsum" else np.cumprod(values, axis=axis)
+    rounded = rounder.kernel_rounded(f"{kernel}.{kind}", wide, format_name, (values,), axis)
+    if reverse:
+        rounded = np.flip(rounded, axis=axis)
+    output.data = _encode(np.ascontiguousarray(rounded), format_name, output.data)
