@@ -23,7 +23,7 @@ __all__ = ["MODES", "Bounds", "Estimate", "Provenance", "contains"]
 #: how a Bounds was obtained: proven, tighter with a documented confidence, estimated from
 #: stochastic runs (:func:`pytest_fpcheck.stochastic.stochastic_bounds`), or an enclosure of the
 #: exact result itself (:func:`pytest_fpcheck.oracle.exact.exact_reference`)
-MODES = ("rigorous", "probabilistic", "stochastic", "exact")
+MODES = ("rigorous", "probabilistic", "a_posteriori", "stochastic", "exact")
 
 _PROVENANCE_KEPT = 5
 
@@ -98,7 +98,8 @@ class Bounds:
 
     ``lo``, ``hi`` and ``value`` are float64 NumPy arrays of the array's shape; ``dtype`` is the
     array's own dtype and ``format`` its :class:`~pytest_fpcheck.formats.Format`; ``mode`` is
-    ``"rigorous"``, ``"probabilistic"`` or ``"stochastic"`` (then ``estimate`` holds the
+    ``"rigorous"``, ``"probabilistic"``, ``"a_posteriori"`` (``[lo, hi]`` holds the exact
+    result and the value this run computed, not other runs' values) or ``"stochastic"`` (then ``estimate`` holds the
     statistics, ``value`` is the samples' mean, and ``[lo, hi]`` holds the exact result and a
     new run's result at the estimate's confidence: estimated, not proven) or ``"exact"`` (from
     ``fp.exact_reference``: ``[lo, hi]`` encloses the exact result, ``value`` is it rounded to

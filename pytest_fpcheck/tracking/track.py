@@ -44,7 +44,13 @@ def track(
 
     ``mode="probabilistic"`` replaces gamma_n in sums and products by Higham and Mary's
     probabilistic bound (lambda = 6: each bounded sum fails with probability at most 3.1e-8
-    if rounding errors are independent and mean zero); other rules stay rigorous. ``order`` is
+    if rounding errors are independent and mean zero); other rules stay rigorous.
+    ``mode="a_posteriori"`` bounds this run rather than every run: each enclosure is the hull
+    of the value computed and the exact result over the operands' enclosures (evaluated as in
+    float64), so it holds the exact value, this run's value and a float64 run's, and its width
+    is the round-off that happened, carried forward, instead of what any rounding and any
+    summation order could have made (Higham, section 3.3); Triton kernels keep the rigorous
+    rules. ``compare_modules`` judges each module this way. ``order`` is
     a ``SummationTree`` (``fp.reveal_order``) whose error factor replaces gamma_n for sums and
     dot products of its length. ``assume`` seeds tensors with given ``Bounds``. ``matmul_model``
     (issue 9: a ``MatmulFeatures`` from ``fp.probe_matmul``, or ``fp.emulate.fused_matmul``

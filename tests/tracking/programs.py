@@ -62,6 +62,7 @@ BINARY = ["add", "sub", "mul", "div", "maximum", "where", "iadd", "isub", "imul"
 BINARY += ["lerp", "lerp_high", "addcmul", "addcdiv"]
 #: backward kernels of activations: the gradient y's upstream gradient x meets
 BINARY += ["sigmoid_backward", "tanh_backward", "threshold_backward"]
+BINARY += ["gelu_backward", "gelu_backward_tanh"]
 #: one fused AdamW step (the CPU kernel) of parameters x with gradients y and fresh states
 BINARY += ["fused_adamw"]
 REDUCE = [
@@ -138,8 +139,10 @@ def programs(draw: st.DrawFn, *, max_steps: int = 4) -> Program:
     return Program(dtype, shape, (x, y), tuple(steps), cast_to)
 
 
-def run_torch(program: Program) -> torch.Tensor:
-    dtype = DTYPES[program.dtype]
+def run_torch(program: Program, *, float64: bool = False) -> torch.Tensor:
+    """The program run by PyTorch in its format, or with ``float64`` every step in float64
+    (casts the identity, as in :func:`run_exact`)."""
+    dtype = torch.float64 if float64 else DTYPES[program.dtype]
     x = torch.tensor(program.inputs[0], dtype=dtype)
     y = torch.tensor(program.inputs[1], dtype=dtype)
     F_ = torch.nn.functional
@@ -159,7 +162,7 @@ def run_torch(program: Program) -> torch.Tensor:
                 "relu": torch.relu,
                 "square": lambda v: v * v,
                 "reciprocal": torch.reciprocal,
-                "cast": lambda v: v.to(DTYPES[program.cast_to]).to(dtype),
+                "cast": lambda v: v if float64 else v.to(DTYPES[program.cast_to]).to(dtype),
                 "erf": torch.erf,
                 "softplus": F_.softplus,
                 "leaky_relu": F_.leaky_relu,
@@ -198,6 +201,10 @@ def run_torch(program: Program) -> torch.Tensor:
                 ),
                 "tanh_backward": lambda a, b: torch.ops.aten.tanh_backward(b, torch.tanh(a)),
                 "threshold_backward": lambda a, b: torch.ops.aten.threshold_backward(b, a, 0.0),
+                "gelu_backward": lambda a, b: torch.ops.aten.gelu_backward(b, a),
+                "gelu_backward_tanh": lambda a, b: torch.ops.aten.gelu_backward(
+                    b, a, approximate="tanh"
+                ),
                 "fused_adamw": _fused_adamw,
             }[op](x, y)
         elif kind == "reduce":
@@ -315,6 +322,21 @@ def _sigmoid_backward(a, b):
     return b * s * (1 - s)
 
 
+def gelu_derivative(v):
+    """GELU's derivative, Phi(v) + v phi(v), exactly."""
+    return mpmath.ncdf(v) + v * mpmath.npdf(v)
+
+
+def gelu_tanh_derivative(v):
+    """The tanh form's derivative, exactly (kappa the decimal 0.044715)."""
+    beta, kappa = mpmath.sqrt(2 / mpmath.pi), mpmath.mpf("0.044715")
+    inner = beta * (v + kappa * v**3)
+    half = mpmath.mpf(0.5)
+    return half * (1 + mpmath.tanh(inner)) + half * v * mpmath.sech(inner) ** 2 * beta * (
+        1 + 3 * kappa * v**2
+    )
+
+
 def _clamp(v, limit):
     return min(max(v, -mpmath.mpf(limit)), mpmath.mpf(limit))
 
@@ -392,6 +414,8 @@ def _run_exact(program: Program) -> np.ndarray:
                         "sigmoid_backward": _sigmoid_backward,
                         "tanh_backward": lambda a, b: b * (1 - mpmath.tanh(a) ** 2),
                         "threshold_backward": lambda a, b: b if a > 0 else mpmath.mpf(0),
+                        "gelu_backward": lambda a, b: b * gelu_derivative(a),
+                        "gelu_backward_tanh": lambda a, b: b * gelu_tanh_derivative(a),
                         "fused_adamw": _fused_adamw_exact,
                     }[op.removeprefix("i")],
                     otypes=[object],

@@ -144,7 +144,7 @@ def test_track_validates_its_arguments() -> None:
     with pytest.raises(
         fp.InvalidArgument,
         match=re.escape(
-            "mode='fast' (type str) is not valid: expected one of 'rigorous', 'probabilistic'."
+            "mode='fast' (type str) is not valid: expected one of 'rigorous', 'probabilistic', 'a_posteriori'."
         ),
     ):
         fp.track(mode="fast")

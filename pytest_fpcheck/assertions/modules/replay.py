@@ -128,7 +128,7 @@ class Replay:
             self.forwards[path] = real
             module.forward = self._stub(path, module, real)
         try:
-            with torch.no_grad(), track(strict=True):
+            with torch.no_grad(), track(mode="a_posteriori", strict=True):
                 yield self
         finally:
             for path, module in self.modules.items():

@@ -135,6 +135,10 @@ def flash_attention_for_cpu(
         reference = _math_path(wide_query, wide_key, both, is_causal, mask, scale)
         lo, hi, record = _enclosure(reference)
         columns = value.shape[-1]
+        if record is not None and record.mode == "a_posteriori":
+            # the math path encloses the exact result; the kernel's value is joined to it
+            _record_beside(output, lo[..., :columns], hi[..., :columns], record)
+            return output, logsumexp
         model = _kernel_model(
             lo[..., :columns],
             hi[..., :columns],
@@ -272,16 +276,19 @@ def _record_beside(
     output: torch.Tensor, lo: np.ndarray, hi: np.ndarray, record: Record | None
 ) -> None:
     """Record (lo, hi) beside the kernel's ``output``; an element of ``output`` outside it gets
-    the whole line, with a note."""
+    the whole line, with a note, unless tracking is a posteriori (:mod:`.mode`): then the
+    kernel's values are joined to the math path's enclosure of the exact result."""
     with internal(), torch.no_grad():
         actual = output.detach().to(torch.float64).numpy()
+    if record is not None and record.mode == "a_posteriori":
+        lo, hi = np.fmin(lo, actual), np.fmax(hi, actual)
     with np.errstate(invalid="ignore"):
         outside = ~((lo <= actual) & (actual <= hi))
     notes = (
         *(record.notes if record is not None else ()),
         "value computed by the fused CPU attention kernel; bounds by ATen's math path",
     )
-    if outside.any():
+    if outside.any():  # NaN: the whole line
         lo[outside], hi[outside] = -np.inf, np.inf
         notes = (
             *notes,

@@ -5,6 +5,11 @@ has its recorded enclosure; any other tensor is an exact input, a point. A Pytho
 exact too, but PyTorch converts it to the operation's compute type before using it, so
 :meth:`RuleContext.operand` rounds it (and any operand finer than the result format) outward onto
 the result format, which encloses every such conversion.
+
+Under ``track(mode="a_posteriori")`` (``observed``) the tracker takes the hull of each rule's
+enclosure and the value the run computed (:mod:`.mode`), so a rule need only enclose the exact
+result and its float64 evaluations: the context then gives float64 as the result and compute
+format and no nearest rounding, and the rules' roundings of the operation's own format drop out.
 """
 
 from __future__ import annotations
@@ -32,15 +37,26 @@ class RuleContext:
     """One operation, its operands' enclosures and the precision it computes in."""
 
     def __init__(
-        self, call: OpCall, out: Any, sums: SumBound, snapshot: dict[int, Interval] | None = None
+        self,
+        call: OpCall,
+        out: Any,
+        sums: SumBound,
+        snapshot: dict[int, Interval] | None = None,
+        *,
+        observed: bool = False,
     ) -> None:
         self.call = call
+        #: the tracker joins the computed result to the rule's enclosure (module docstring):
+        #: checks of a kernel's model against its computed value do not apply
+        self.observed = observed
         self._snapshot = snapshot or {}
         self.out = out
         self.sums = sums
         self.notes: list[str] = []
         first = next((t for t in self.outputs if dtype_format(t.dtype) is not None), None)
-        self.fmt: Format = dtype_format(first.dtype) if first is not None else _F64  # type: ignore[assignment]
+        self.fmt: Format = (
+            dtype_format(first.dtype) if first is not None and not observed else _F64  # type: ignore[assignment]
+        )
         self.compute: Format = compute_format(self.fmt)
         self.device = first.device if first is not None else torch.device("cpu")
 
@@ -50,8 +66,9 @@ class RuleContext:
         float result to nearest even, a float16 or bfloat16 one after computing it in float32
         (c10's conversions and the vectorised ones); other devices' epilogues are not known.
         Rules whose last step is correctly rounded arithmetic then enclose the result with
-        :meth:`pytest_fpcheck.interval.core.Interval.to_nearest`."""
-        return self.device.type == "cpu"
+        :meth:`pytest_fpcheck.interval.core.Interval.to_nearest`. Not needed when the computed
+        value is joined to the enclosure (``observed``)."""
+        return self.device.type == "cpu" and not self.observed
 
     @property
     def args(self) -> tuple[Any, ...]:

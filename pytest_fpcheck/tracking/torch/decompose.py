@@ -684,9 +684,9 @@ def _replica_bounds(
                 enclosure = Interval.point(copy.detach().to(torch.float64).numpy())
         enclosure = enclosure.to_format(ctx.fmt)
         value = ctx.values(real)
-        if (
-            enclosure.shape != value.shape
-            or not contains(
+        if enclosure.shape != value.shape or (
+            not ctx.observed
+            and not contains(
                 np.broadcast_to(enclosure.lo, value.shape),
                 np.broadcast_to(enclosure.hi, value.shape),
                 value,

@@ -16,6 +16,18 @@ get the whole line, with a note naming it, and the tracker counts it; under ``st
 raises instead (``UnsupportedOperation``, or the internal error itself). Where an input may be
 NaN (its enclosure is the whole line), the output elements that may depend on it become the
 whole line too, by the operation's dependence structure (:mod:`.nan`), without running anything.
+
+``mode="a_posteriori"`` bounds what this run did instead of what any run could do (Higham,
+*Accuracy and Stability of Numerical Algorithms*, section 3.3, running error analysis: the
+computed values are known, so only their distance from the exact ones needs bounding). Each
+floating result's enclosure is the hull of the value the run computed and the rule's enclosure
+of the exact result over the operands' enclosures, evaluated as if in float64
+(:class:`~.context.RuleContext` ``observed``). By induction every enclosure holds the exact
+value (the rule encloses the exact result over operands that hold theirs), the computed value
+(joined), and the value of the same operations run in float64 (the rule holds every float64
+evaluation), so a float64 copy of the program is judged against the enclosure it belongs to.
+What it does not hold is the value another summation order would have given: the bound is of
+this run. A computed NaN makes the element the whole line.
 """
 
 from __future__ import annotations
@@ -49,7 +61,7 @@ from .substitutes import SUBSTITUTES
 
 __all__ = ["MODES", "Tracker", "tensors"]
 
-MODES = ("rigorous", "probabilistic")
+MODES = ("rigorous", "probabilistic", "a_posteriori")
 
 
 def tensors(value: Any) -> list[torch.Tensor]:
@@ -386,13 +398,16 @@ class Tracker(Interposer):
         rule = decomposition_rule(call, self.reentered, rule)
         if rule is None:
             raise UnsupportedOperation(call.name, where=call.location or None)
-        ctx = RuleContext(call, out, self.sums, snapshot)
+        observed = self.mode == "a_posteriori"
+        ctx = RuleContext(call, out, self.sums, snapshot, observed=observed)
         ctx.notes.extend(stale_notes)
         result = rule(ctx)
         if any(r is not None and r.unbounded for _, r in records) or any(
             _unbounded(i) for i in snapshot.values()
         ):
             result = _propagate_nan(ctx, inputs, outputs, result)
+        if observed:
+            result = _joined(outputs, result)
         self.ops += 1
         self._record(ctx, outputs, result, [r for _, r in records if r is not None], mutable)
         return out
@@ -442,6 +457,27 @@ class Tracker(Interposer):
             record.provenance = (
                 provenance.merge(site=ctx.call.site, widening=own) if own > 0 else provenance
             )
+
+
+def _joined(outputs: list[torch.Tensor], result: Any) -> Any:
+    """Each floating output's enclosure joined to the values the run computed (the module
+    docstring's a posteriori rule); where a computed value is NaN, the whole line."""
+    single = not isinstance(result, (tuple, list))
+    intervals = [result] if single else list(result)
+    for position, (tensor, interval) in enumerate(zip(outputs, intervals, strict=False)):
+        if interval is None or dtype_format(tensor.dtype) is None:
+            continue
+        value = float64_values(tensor)
+        lo = np.broadcast_to(interval.lo, value.shape)
+        hi = np.broadcast_to(interval.hi, value.shape)
+        if interval.is_point and np.array_equal(lo, value):
+            continue  # computed exactly: still a point
+        nan = np.isnan(value)
+        lo, hi = np.fmin(lo, value), np.fmax(hi, value)
+        if nan.any():
+            lo[nan], hi[nan] = -np.inf, np.inf
+        intervals[position] = Interval(lo, hi)
+    return intervals[0] if single else intervals
 
 
 def _decomposable(func: torch._ops.OpOverload) -> bool:
