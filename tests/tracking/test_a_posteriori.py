@@ -127,3 +127,22 @@ def test_fused_attention_is_joined_to_the_math_path(dtype: torch.dtype) -> None:
     u = torch.finfo(dtype).eps / 2
     relative = np.median(bounds.radius / np.maximum(np.abs(bounds.value), 1e-30))
     assert relative < 16 * u
+
+
+@pytest.mark.parametrize(
+    "overwrite",
+    [lambda t: t.fill_(0.5), lambda t: t.zero_(), lambda t: t.bernoulli_(0.5)],
+    ids=["fill_", "zero_", "bernoulli_"],
+)
+def test_an_overwritten_buffer_is_what_was_written(overwrite) -> None:
+    """Fills and random draws write exact values: their enclosure is those values, not a hull
+    with what the buffer held before (uninitialised memory may hold NaN or 1e30: a dropout's
+    mask buffer from torch.empty_like did, and widened a whole BERT to the line)."""
+    buffer = torch.tensor([1e30, float("nan"), -3.0])
+    with fp.track(mode="a_posteriori"):
+        overwrite(buffer)
+        out = buffer * 2
+    bounds = fp.bounds_of(buffer)
+    assert bounds is None or (bounds.lo == bounds.hi).all()
+    scaled = fp.bounds_of(out)
+    assert scaled is None or (scaled.radius < 1e-15).all()

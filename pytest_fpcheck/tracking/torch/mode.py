@@ -470,7 +470,7 @@ def _joined(outputs: list[torch.Tensor], result: Any) -> Any:
         value = float64_values(tensor)
         lo = np.broadcast_to(interval.lo, value.shape)
         hi = np.broadcast_to(interval.hi, value.shape)
-        if interval.is_point and np.array_equal(lo, value):
+        if interval.is_point and np.array_equal(lo, value, equal_nan=True):
             continue  # computed exactly: still a point
         nan = np.isnan(value)
         lo, hi = np.fmin(lo, value), np.fmax(hi, value)

@@ -22,6 +22,7 @@ from ....adapters.torch import dtype_format, internal
 from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ....interval.registry import register_rule
+from ...core.store import float64_values
 from ..context import RuleContext
 from ._common import (
     as_tensor,
@@ -33,7 +34,9 @@ __all__: list[str] = []
 
 
 def _point_outputs(ctx: RuleContext) -> tuple[Interval, ...]:
-    return tuple(Interval.point(ctx.values(t)) for t in ctx.outputs)
+    """Random draws, fills and fresh memory: exact, the values the operation wrote (not an
+    in-place operand's values before it, which :meth:`RuleContext.values` gives)."""
+    return tuple(Interval.point(float64_values(t)) for t in ctx.outputs)
 
 
 for _name in (
