@@ -12,19 +12,27 @@ in float32 too (every float16 or bfloat16 number is a float32 one).
   fused ``1 - y * y`` rounds an exact value this already encloses).
 * **threshold_backward** ``x <= threshold ? 0 : g``: a selection, exact; where the comparison is
   undecided by ``x``'s enclosure, the hull of both branches.
+* **gelu_backward** ``g * GELU'(x)``, both forms: the exact range of GELU's derivative over
+  ``x``'s enclosure (a function with one minimum and one maximum), widened by a bound of ATen's
+  evaluation error in the compute format, times ``g``, then the kernel's last rounding
+  (:func:`_gelu_backward`; RENDER III-B, as the forward rule ``aten.gelu``).
 
-Other backward kernels (softmax, log-softmax, layer norm, losses, embedding, slicing, GELU)
-are bounded through their decompositions (:mod:`..decompose`).
+Other backward kernels (softmax, log-softmax, layer norm, losses, embedding, slicing) are
+bounded through their decompositions (:mod:`..decompose`).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ....formats import FORMATS, Format
 from ....interval import elementwise as ew
-from ....interval.core import Interval
+from ....interval.core import Interval, gamma
+from ....interval.rounding import down, up
 from ..context import RuleContext
-from ._common import F64, rule
+from ._common import F64, Array, erf64, rule
 from .optimizer import _rounded_twice
 
 __all__: list[str] = []
@@ -59,3 +67,203 @@ def _threshold_backward(ctx: RuleContext) -> Interval:
     decided = (a.hi <= threshold) | (a.lo > threshold)
     zero = Interval.point(np.zeros(()))
     return ew.where(value, decided, zero, g)
+
+
+_SQRT1_2, _INV_SQRT_2PI = math.sqrt(0.5), 1.0 / math.sqrt(2.0 * math.pi)
+_TANH_BETA, _TANH_KAPPA = math.sqrt(2.0 / math.pi), 0.044715
+#: (abscissa, value) of the minimum and of the maximum of GELU's derivative, the values rounded
+#: outward (mpmath, 40 digits): erf form at -+sqrt 2, +-(1/2 + sqrt(2) phi(sqrt 2) - ...)
+#: = -0.12890414518515478634 and 1.12890414518515478634; tanh form (kappa = 0.044715, the
+#: only zeros of its second derivative) at -+1.41850400879082835555, -0.12899306865877176546
+#: and 1.12899306865877176546
+_EXTREMA = {
+    "none": ((-1.4142135623730951, -0.12890414518515482), (1.4142135623730951, 1.128904145185155)),
+    "tanh": ((-1.4185040087908284, -0.1289930686587718), (1.4185040087908284, 1.128993068658772)),
+}
+#: sup over z >= 0 of z^k exp(-z^2 / 2) (k = 1, 2, 3: at z = sqrt k), rounded up past the
+#: factor (1 + k u) that exp(-z^2 (1 - u) / 2) adds
+_PEAKS = (1.0, 0.6066, 0.7358, 1.1597)
+#: the abscissa of the largest value of z sech^2(z) (2 z tanh z = 1), and that value rounded up
+_SECH_PEAK = (0.7717, 0.4478)
+_EVALUATION_SLACK = 2.0**-44
+
+
+def _derivative_erf(x: Array) -> tuple[Array, Array]:
+    """(Phi(x) + x phi(x) in float64, a bound of that evaluation's error): erf64 (SLEEF, a few
+    float64 ULPs), exp and four roundings, each term at most 1 in size."""
+    with np.errstate(all="ignore"):
+        value: Array = 0.5 * (1.0 + erf64(x * _SQRT1_2)) + x * (
+            np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI
+        )
+    return value, np.full(np.shape(x), _EVALUATION_SLACK)
+
+
+def _derivative_tanh(x: Array) -> tuple[Array, Array]:
+    """(the tanh form's derivative in float64, a bound of that evaluation's error):
+    (1 + tanh v) / 2 + x sech^2(v) beta (1 + 3 kappa x^2) / 2, v = beta (x + kappa x^3); the
+    second term is 0 where sech^2 underflows (its exact value is then below 2**-900)."""
+    with np.errstate(all="ignore"):
+        v = _TANH_BETA * (x + _TANH_KAPPA * (x * x * x))
+        sech2 = 1.0 / np.cosh(v) ** 2
+        slope = _TANH_BETA * (1.0 + 3.0 * _TANH_KAPPA * (x * x))
+        second = np.where(sech2 > 0, 0.5 * x * sech2 * slope, 0.0)
+        value: Array = 0.5 * (1.0 + np.tanh(v)) + second
+    return value, _EVALUATION_SLACK * (1.0 + np.abs(second))
+
+
+def _derivative_range(a: Interval, approximate: str) -> tuple[Array, Array]:
+    """[min, max] of GELU's derivative over ``a`` (float64, rounded outward): the hull of its
+    end values, and of its minimum (maximum) where ``a`` holds that abscissa."""
+    function = _derivative_tanh if approximate == "tanh" else _derivative_erf
+    f_lo, slack_lo = function(a.lo)
+    f_hi, slack_hi = (f_lo, slack_lo) if a.is_point else function(a.hi)
+    low, high = (
+        np.minimum(f_lo - slack_lo, f_hi - slack_hi),
+        np.maximum(f_lo + slack_lo, f_hi + slack_hi),
+    )
+    if not a.is_point:
+        for abscissa, extremum in _EXTREMA[approximate]:
+            # the abscissa is known to about 1e-16; the margin keeps the test on the safe side
+            holds = (a.lo <= abscissa + 1e-6) & (abscissa - 1e-6 <= a.hi)
+            low, high = (
+                np.where(holds, np.minimum(low, extremum), low),
+                np.where(holds, np.maximum(high, extremum), high),
+            )
+    return down(low), up(high)
+
+
+def _erf_form_error(c: Format, magnitude: Array, largest: Array) -> Array:
+    """A bound of |s - GELU'(x)| for the kernel's value s of the derivative in the compute
+    format ``c`` (u its unit round-off, s its smallest subnormal), erf form:
+    cdf = 0.5 (1 + erf(x alpha)), pdf = beta exp(x x (-0.5)), s = cdf + x pdf, with the
+    constants alpha, beta rounded onto ``c`` (gamma_3 relative for beta, computed as float
+    products in the reduced kernels), each step rounded to nearest, fused or not.
+
+    * cdf: erf errs by ``k`` ULPs plus its absolute allowance (:data:`ULP_ERRORS`,
+      :data:`ABSOLUTE_ERRORS`); x alpha carries gamma_3 relative, which moves erf by at most
+      (2 / sqrt pi) sup |y| exp(-y^2) gamma_3 <= 0.49 gamma_3 (plus one subnormal); 1 + erf
+      rounds by 2 u; the halving is exact (1 + erf is 0 or at least 2**-53).
+    * x pdf: x x (-0.5) = q (1 + delta) (plus a subnormal), so exp(-q') differs from exp(-q)
+      by at most (u q + s) exp(-q (1 - u) + s); exp errs by ``k`` ULPs; the product with beta
+      by gamma_4 relative, with x by u, each plus half a subnormal; factors of x^k exp(-x^2/2)
+      are bounded by their largest values (:data:`_PEAKS`).
+    * the sum: u of its magnitude, at most ``largest`` (|GELU'| over the enclosure) plus the
+      errors above."""
+    u, s, eps = c.unit_roundoff, c.smallest_subnormal, 2 * c.unit_roundoff
+    k_erf, k_exp = ew.ULP_ERRORS["erf"], ew.ULP_ERRORS["exp"]
+    a_eps, a_tiny = ew.ABSOLUTE_ERRORS.get("erf", (0.0, 0.0))
+    erf_error = k_erf * (2 * u + s) + a_eps * eps + a_tiny * c.smallest_normal
+    cdf = 0.5 * (erf_error + 0.49 * gamma(3, u) + s + u * (2.0 + erf_error))
+    _, h1, _, h3 = _PEAKS
+    g4 = gamma(4, u)
+    x_exp = (u / 2) * h3 + s * h1 + k_exp * (2 * u * h1 + s * magnitude)  # x |exp' - exp|
+    x_pdf = (1 + u) * (
+        _INV_SQRT_2PI * (1 + g4) * x_exp + _INV_SQRT_2PI * g4 * h1 + magnitude * s / 2
+    )
+    x_pdf = x_pdf + u * _INV_SQRT_2PI * h1 + s / 2
+    total: Array = cdf + x_pdf + u * (largest + cdf + x_pdf)
+    return total
+
+
+def _tanh_form_error(c: Format, smallest: Array, magnitude: Array, largest: Array) -> Array:
+    """As :func:`_erf_form_error` for the tanh form, x ranging over magnitudes [``smallest``,
+    ``magnitude``]: ATen computes t = tanh(beta (x + kappa x x x)), left = 0.5 (1 + t),
+    T = 1 - t t, I = beta (1 + 3 kappa x x), s = left + (0.5 x) T I.
+
+    * tanh's argument carries gamma_7 relative (plus four subnormals), which moves tanh by at
+      most gamma_7 sup |v| sech^2(|v| (1 - gamma_7)) over the arguments v the enclosure gives
+      (at most 0.4478 gamma_7 / (1 - gamma_7)); tanh errs by ``k`` ULPs: e_t in all.
+    * left: (e_t + u (2 + e_t)) / 2. T: e_t (2 + e_t) from t, u (1 + e_t)^2 + s / 2 for t t,
+      u (1 + e_t (2 + e_t) + 2 u) for 1 - t t. I: gamma_8 relative, plus a subnormal.
+    * 0.5 x T I: the first-order terms x/2 (T e_I + I e_T + e_T e_I) with the largest x, the
+      largest T (sech^2 of the smallest argument) and the largest I, gamma_2 of the product's
+      size for its two roundings, and the subnormals of each rounding scaled by what follows.
+    * the sum: u of its magnitude."""
+    u, s = c.unit_roundoff, c.smallest_subnormal
+    g7 = gamma(7, u)
+    with np.errstate(all="ignore"):
+        v_low = _TANH_BETA * (smallest + _TANH_KAPPA * smallest**3)
+        v_high = _TANH_BETA * (magnitude + _TANH_KAPPA * magnitude**3)
+        peak = _SECH_PEAK[0] / (1 - g7)
+        w = np.clip(peak, v_low, v_high)
+        damped = np.where(
+            (v_low <= peak) & (peak <= v_high),
+            _SECH_PEAK[1] / (1 - g7),
+            w / np.cosh(w * (1 - g7)) ** 2,
+        )
+        e_t = g7 * damped + 4 * s + ew.ULP_ERRORS["tanh"] * (2 * u + s)
+        left = 0.5 * (e_t + u * (2.0 + e_t))
+        e_big_t = (
+            e_t * (2.0 + e_t) + u * (1.0 + e_t) ** 2 + s / 2 + u * (1.0 + e_t * (2.0 + e_t) + 2 * u)
+        )
+        big_t = 1.0 / np.cosh(v_low) ** 2
+        big_i = _TANH_BETA * (1.0 + 3.0 * _TANH_KAPPA * magnitude * magnitude)
+        e_big_i = gamma(8, u) * big_i + s
+        half_x = magnitude / 2
+        size = (half_x + s / 2) * (big_t + e_big_t) * (big_i + e_big_i)
+        right = (
+            half_x * (big_t * e_big_i + big_i * e_big_t + e_big_t * e_big_i)
+            + (s / 2) * (big_t + e_big_t) * (big_i + e_big_i)
+            + gamma(2, u) * size
+            + (s / 2) * (big_i + e_big_i + 1.0)
+        )
+        total: Array = left + right + u * (largest + left + right)
+    return total
+
+
+@rule("aten.gelu_backward")
+def _gelu_backward(ctx: RuleContext) -> Interval:
+    """``grad * GELU'(x)`` as ATen's GeluBackward kernels compute it (CPU: ``Activation.cpp``;
+    float16 and bfloat16 in float32): the derivative's exact range over ``x``'s enclosure
+    (:func:`_derivative_range`), widened by the kernel's evaluation error in the compute format
+    (:func:`_erf_form_error`, :func:`_tanh_form_error`), a float64 interval product with
+    ``grad``'s enclosure (which holds the exact product of the kernel's two factors), then the
+    kernel's one rounding onto the compute format and its conversion: nearest on the CPU
+    (:meth:`~pytest_fpcheck.interval.core.Interval.to_nearest`), outward elsewhere. The whole
+    line where the kernel may compute NaN: an infinite ``x`` (inf * 0), in the tanh form also
+    a square ``x x`` that may overflow or a derivative that may overflow the compute format
+    (then 0 * inf or inf - inf); the product with ``grad`` takes care of an infinite gradient.
+    On bfloat16, zero joins enclosures that reach below float32's smallest normal number (the
+    vectorised loop flushes such results). The derivative has one minimum and one maximum (at -+sqrt 2 for the erf form, -+1.41850
+    for the tanh form; the tanh form's second derivative is
+    sech^2(v) (v' + x v'' / 2 - x tanh(v) v'^2), with one zero on each side of 0)."""
+    approximate = str(ctx.arg(2, "approximate", "none"))
+    c = ctx.compute
+    g, x = ctx.operand(ctx.args[0], c), ctx.operand(ctx.args[1], c)
+    low, high = _derivative_range(x, approximate)
+    magnitude = x.magnitude()
+    largest = np.maximum(np.abs(low), np.abs(high))
+    with np.errstate(all="ignore"):
+        if approximate == "tanh":
+            smallest = np.where(
+                (x.lo <= 0) & (x.hi >= 0), 0.0, np.minimum(np.abs(x.lo), np.abs(x.hi))
+            )
+            error = _tanh_form_error(c, smallest, magnitude, largest)
+            nan = ~(magnitude < math.sqrt(c.max_finite) * (1 - 2.0**-20))
+        else:
+            error = _erf_form_error(c, magnitude, largest)
+            nan = ~np.isfinite(magnitude)
+        error = up(error * (1 + 2.0**-20))
+        derivative = Interval(down(low - error), up(high + error))
+        nan = nan | ~(np.maximum(-derivative.lo, derivative.hi) < c.max_finite) | np.isnan(error)
+    product = ew.mul(g, derivative, F64, operand_bits=64)
+    product = ew.everything_where_nan(product)
+    if nan.any():
+        shape = np.broadcast_shapes(product.shape, nan.shape)
+        product = Interval(
+            np.where(nan, -np.inf, np.broadcast_to(product.lo, shape)),
+            np.where(nan, np.inf, np.broadcast_to(product.hi, shape)),
+        )
+    result = product.to_nearest(ctx.fmt) if ctx.nearest else product.to_format(ctx.fmt)
+    if ctx.fmt.name == "bfloat16":
+        # the CPU's vectorised bfloat16 loop (erf form) flushes a float32 result below 2**-126
+        # to zero (measured: g = 1.76e-38, x = 0 gives 0, not 8.8e-39): zero joins every
+        # enclosure that reaches below float32's smallest normal number
+        tiny = FORMATS["float32"].smallest_normal
+        reaches = (result.lo < tiny) & (result.hi > -tiny)
+        if reaches.any():
+            result = Interval(
+                np.where(reaches, np.minimum(result.lo, 0.0), result.lo),
+                np.where(reaches, np.maximum(result.hi, 0.0), result.hi),
+            )
+    return result
