@@ -60,7 +60,13 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..formats import FORMATS, Format
 from ..tracking.triton.scope import close_block, open_block
-from .accumulation import SCANS, accumulation_sigma, kernel_scan_noise, kernel_sigma
+from .accumulation import (
+    ACCUMULATIONS,
+    SCANS,
+    accumulation_sigma,
+    kernel_scan_noise,
+    kernel_sigma,
+)
 from .memo import Memo
 from .rounding import (
     SampleRandom,
@@ -206,8 +212,16 @@ def _format(dtype: torch.dtype) -> Format | None:
 
 def _narrower(target: torch.dtype, source: torch.dtype) -> bool:
     """Does converting ``source`` to ``target`` round (fewer digits or a smaller range)?"""
-    t, s = _FORMATS[target], _FORMATS[source]
-    return t.precision < s.precision or t.emax < s.emax or t.emin > s.emin
+    key = (target, source)
+    narrower = _NARROWER.get(key)
+    if narrower is None:
+        t, s = _FORMATS[target], _FORMATS[source]
+        narrower = t.precision < s.precision or t.emax < s.emax or t.emin > s.emin
+        _NARROWER[key] = narrower
+    return narrower
+
+
+_NARROWER: dict[tuple[torch.dtype, torch.dtype], bool] = {}
 
 
 def _widen(value: Any) -> Any:
@@ -278,7 +292,10 @@ def _map(function: Callable[[Any], Any], value: Any) -> Any:
 def _map_arguments(
     function: Callable[[Any], Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    return _map(function, args), {name: _map(function, v) for name, v in kwargs.items()}
+    mapped = tuple(_map(function, a) if isinstance(a, (list, tuple)) else function(a) for a in args)
+    if not kwargs:
+        return mapped, kwargs
+    return mapped, {name: _map(function, v) for name, v in kwargs.items()}
 
 
 def _results(out: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
@@ -481,10 +498,12 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if fmt is None or wide.dtype not in _FORMATS:
             return wide.to(target) if wide.dtype != target else wide
         self.ops += 1
-        accumulator = _FLOAT64 if target == torch.float64 else _FLOAT32
-        sigma = accumulation_sigma(
-            functional, args, kwargs, wide, accumulator.unit_roundoff, self.memo
-        )
+        sigma = None
+        if functional in ACCUMULATIONS:
+            accumulator = _FLOAT64 if target == torch.float64 else _FLOAT32
+            sigma = accumulation_sigma(
+                functional, args, kwargs, wide, accumulator.unit_roundoff, self.memo
+            )
         if wide.dtype != target and _narrower(target, wide.dtype):
             value = wide if sigma is None else add_noise(wide, sigma, self.draw)
             return self._onto(value, target, fmt)

@@ -134,6 +134,25 @@ class Pools:
                 self.arrays[kind] = array
             return array
 
+    def reduced(self, kind: str, n: int, count: int) -> torch.Tensor:
+        """The pool of stratified ``kind`` (:data:`_STRATIFIED`) reduced into its first stratum of
+        ``count`` (a power of two): each number modulo ``1 / count`` of its range, which is
+        uniform over that stratum. Sample ``i`` adds ``s_i / count`` of the range, one addition
+        where the unreduced pool takes an addition and a modulo; the same distribution
+        (:meth:`SampleRandom.take`). Derived once per process, count and pool growth."""
+        base = self.pool(kind, n)
+        key = f"{kind}/{count}"
+        with self.lock:
+            array = self.arrays.get(key)
+            if array is None or array.numel() < base.numel():
+                modulus = _STRATIFIED[kind]
+                if modulus is None:
+                    array = torch.remainder(base, 1.0 / count)
+                else:
+                    array = torch.bitwise_and(base, modulus // count - 1)
+                self.arrays[key] = array
+            return array
+
 
 def pool_size(n: int) -> int:
     """The part of a pool that ``n`` numbers are read from: at least twice ``n`` (so their
@@ -141,8 +160,9 @@ def pool_size(n: int) -> int:
     return max(_MIN_POOL, 1 << (2 * n - 1).bit_length())
 
 
-#: offsets a sample draws from its generator at a time
+#: offsets a sample draws from its generator at a time, at most (and first)
 _OFFSET_BATCH = 1024
+_FIRST_BATCH = 16
 
 
 #: the pools whose numbers decide a rounding's direction, stratified across a call's samples:
@@ -156,40 +176,57 @@ _STRATIFIED: dict[str, int | None] = {
 
 
 class _Offsets:
-    """Uniform integers from a generator, drawn :data:`_OFFSET_BATCH` at a time (one generator
-    call for a thousand operations, not one per operation)."""
+    """Uniform integers from a generator, drawn in batches (one generator call for many
+    operations, not one per operation): 16 first, doubling up to :data:`_OFFSET_BATCH`, so that
+    a small run does not pay for a thousand draws it does not use. The numbers do not depend on
+    the batches (each is one 64-bit output of the generator)."""
 
     def __init__(self, entropy: tuple[int, ...]) -> None:
         self._generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
         self._pending: list[int] = []
+        self._batch = _FIRST_BATCH
 
     def below(self, bound: int) -> int:
         """A uniform integer in ``[0, bound)`` (the remainder of a 62-bit number: its bias is
         below ``bound / 2**62``)."""
         if not self._pending:
-            self._pending = self._generator.integers(0, 1 << 62, _OFFSET_BATCH).tolist()[::-1]
+            self._pending = self._generator.integers(0, 1 << 62, self._batch).tolist()[::-1]
+            self._batch = min(2 * self._batch, _OFFSET_BATCH)
         return self._pending.pop() % bound
 
 
 class _Strata:
-    """This sample's stratum for each operation: column ``index`` of a random permutation of
-    ``range(count)`` per operation, drawn :data:`_OFFSET_BATCH` operations at a time from a
-    generator every sample of the run seeds alike (so that the samples' strata of one operation
-    are a permutation)."""
+    """This sample's stratum for each operation: entry ``index`` of a random permutation of
+    ``range(count)`` per operation (the ranks of ``count`` uniform numbers), drawn in batches as
+    :class:`_Offsets` from a generator every sample of the run seeds alike (so that the samples'
+    strata of one operation are a permutation)."""
 
     def __init__(self, seed: int, index: int, count: int) -> None:
         sequence = np.random.SeedSequence(seed, spawn_key=(1,))
         self._generator = np.random.Generator(np.random.PCG64(sequence))
         self._index, self._count = index, count
         self._pending: list[int] = []
+        self._batch = _FIRST_BATCH
 
     def next(self) -> int:
         """The stratum (in ``range(count)``) of this sample for the next operation."""
         if not self._pending:
-            rows = np.broadcast_to(np.arange(self._count), (_OFFSET_BATCH, self._count))
-            permutations = self._generator.permuted(rows, axis=1)
+            permutations = self._generator.random((self._batch, self._count)).argsort(axis=1)
             self._pending = permutations[:, self._index].tolist()[::-1]
+            self._batch = min(2 * self._batch, _OFFSET_BATCH)
         return self._pending.pop()
+
+
+#: shape -> the strides of a contiguous tensor of that shape (:meth:`SampleRandom.take`)
+_STRIDES: dict[torch.Size, tuple[int, ...]] = {}
+
+
+def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
+    strides, step = [], 1
+    for length in reversed(shape):
+        strides.append(step)
+        step *= max(length, 1)
+    return tuple(reversed(strides))
 
 
 class SampleRandom:
@@ -220,6 +257,8 @@ class SampleRandom:
         self._own = _Offsets((seed, index))
         self._shared = None if count is None else _Offsets((seed,))
         self._strata = None if count is None else _Strata(seed, index, count)
+        #: stratified numbers come from the reduced pools (a power of two of samples)
+        self._reduced = count is not None and count & (count - 1) == 0 and count <= 1 << 13
         self._arrays: dict[str, tuple[torch.Tensor, int]] = {}
 
     def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
@@ -227,21 +266,40 @@ class SampleRandom:
         view shifted for this sample's stratum)."""
         n = like.numel()
         size = pool_size(n)
+        stratified = self._strata is not None and kind in _STRATIFIED
         pool, length = self._arrays.get(kind, (None, 0))
         if pool is None or length < size:
-            pool = self.pools.pool(kind, n)
+            if stratified and self._reduced and self.count is not None:
+                pool = self.pools.reduced(kind, n, self.count)
+            else:
+                pool = self.pools.pool(kind, n)
             self._arrays[kind] = (pool, pool.numel())
-        stratified = self._shared is not None and kind in _STRATIFIED
         offsets = self._shared if stratified and self._shared is not None else self._own
         start = offsets.below(size - n + 1)  # the same whatever ran before
-        values = pool[start : start + n].view(like.shape)
+        shape = like.shape
+        strides = _STRIDES.get(shape)
+        if strides is None:
+            if len(_STRIDES) > 4096:  # a program of ever new shapes: forget them
+                _STRIDES.clear()
+            strides = _STRIDES[shape] = _contiguous_strides(shape)
+        # pool[start:start + n] in like's shape, one call (slicing and a view take two);
+        # read only: callers never write into it
+        values = pool.as_strided(shape, strides, start)
         if not stratified or self.count is None or self._strata is None:
             return values
         stratum = self._strata.next()
         modulus = _STRATIFIED[kind]
+        if self._reduced:
+            # a number of the first stratum, moved into stratum s: (v mod w) + s w has the
+            # distribution of (v + s w) mod (count w) for v uniform and s a random stratum
+            if stratum == 0:
+                return values
+            if modulus is None:
+                return values + stratum / self.count
+            return values + stratum * (modulus // self.count)
         if modulus is None:
-            return torch.remainder(values + stratum / self.count, 1.0)
-        return torch.bitwise_and(values + (stratum * modulus) // self.count, modulus - 1)
+            return values.add(stratum / self.count).remainder_(1.0)
+        return values.add((stratum * modulus) // self.count).bitwise_and_(modulus - 1)
 
 
 def _power_of_two(exponent: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

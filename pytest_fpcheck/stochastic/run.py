@@ -91,7 +91,7 @@ def sample(
     in this process (None: nothing)."""
     import torch
     from torch.utils._python_dispatch import _disable_current_modes
-    from torch.utils._pytree import tree_flatten, treespec_dumps
+    from torch.utils._pytree import tree_flatten
 
     from .mode import StochasticMode
     from .rounding import Pools, SampleRandom
@@ -117,9 +117,24 @@ def sample(
             with torch.no_grad():
                 values.append(leaf.detach().to("cpu", torch.float64).numpy().copy())
             dtypes.append(str(leaf.dtype).removeprefix("torch."))
-    return Sample(
-        tuple(values), tuple(dtypes), treespec_dumps(structure), mode.ops, mode.overflowed
-    )
+    return Sample(tuple(values), tuple(dtypes), _dumps(structure), mode.ops, mode.overflowed)
+
+
+#: the last structure serialised, and its serialisation (every sample of a call has the same);
+#: one tuple, replaced whole (threads of a pool may share it)
+_LAST_STRUCTURE: dict[str, tuple[Any, str]] = {"last": (None, "")}
+
+
+def _dumps(structure: Any) -> str:
+    """``treespec_dumps(structure)``, reused from the previous sample when it is the same
+    structure (it costs more than a small operation's rounding)."""
+    from torch.utils._pytree import treespec_dumps
+
+    last, text = _LAST_STRUCTURE["last"]
+    if last is None or last != structure:
+        text = treespec_dumps(structure)
+        _LAST_STRUCTURE["last"] = (structure, text)
+    return text
 
 
 def _check(fn: Any, samples: Any, confidence: Any, seed: Any, executor: Any) -> None:
