@@ -69,3 +69,22 @@ def test_the_fixed_layer_norm_is_roundoff_in_every_module():
     comparison = fp.assert_modules_roundoff_close(custom, stock, torch.randn(32, 16).half())
     assert comparison.kind == "roundoff"
     assert comparison.first_bug is None
+
+
+def test_a_float32_layer_norm_eps_off_by_ten_is_caught():
+    """float32, where the bug is a few dozen units of round-off: the custom model's layer norm
+    uses eps 1e-6, the reference's 1e-5 (a config that says one and a port that uses the
+    other). The output moves by about 1e-5 relative, far inside any tolerance a float32 test
+    would set; each module is judged against the round-off of its own run (its a posteriori
+    enclosure), which is a few units of float32's, and the layer norm is named."""
+    torch.manual_seed(0)
+    custom = Net(lambda width: nn.LayerNorm(width, eps=1e-6)).eval()
+    stock = Net(nn.LayerNorm).double().eval()
+    stock.load_state_dict({k: v.double() for k, v in custom.state_dict().items()})
+    x = torch.randn(32, 16)
+    torch.testing.assert_close(custom(x), stock(x.double()).float())  # allclose sees nothing
+    with pytest.raises(fp.RoundoffMismatch, match=r"Type-II \(bug\) in norm \(LayerNorm\)"):
+        fp.assert_modules_roundoff_close(custom, stock, x)
+    fixed = Net(nn.LayerNorm).eval()
+    fixed.load_state_dict(custom.state_dict())
+    assert fp.assert_modules_roundoff_close(fixed, stock, x).kind == "roundoff"

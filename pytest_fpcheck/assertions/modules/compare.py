@@ -5,7 +5,9 @@ each recorded call of the custom model's module at the same path is then replaye
 recorded inputs under tracking and judged (:mod:`.replay`). The cost is one plain run of the
 reference plus, isolated (the default), about one tracked run of the custom model: every
 module's own code runs once, the modules it calls answer from the record. Not isolated, each
-level of modules runs its whole subtree again (at most the number of levels times that).
+level of modules runs its whole subtree again (at most the number of levels times that). A
+reference that is not float64 is replayed too, under tracking, so that its own round-off is
+bounded (:mod:`.replay`): twice the tracked cost.
 
 The keywords ``isolate``, ``leaves_only``, ``max_resolution`` and (for the assertion)
 ``accept_inconclusive`` and ``msg`` belong to these functions; every other argument goes to the
@@ -22,11 +24,12 @@ from typing import Any
 import torch
 
 from ...errors import InconclusiveVerdict, InvalidArgument, RoundoffMismatch
+from ...interval.bounds import Bounds
 from ..messages import with_user_message
 from ..record import record_verdict
 from ..resolution import current_max_resolution
 from .parameters import seeded
-from .reference import record_calls
+from .reference import RecordedCall, record_calls
 from .replay import Replay, module_dtype
 from .result import ModuleCall, ModuleComparison
 from .structure import floating_leaves, map_tensors
@@ -132,7 +135,14 @@ def compare_modules(
             hint=f"custom has no module at {', '.join(missing[:5])}.",
         )
     replay = Replay(
-        custom, calls, input_dtype=input_dtype, isolate=isolate, max_resolution=threshold
+        custom,
+        calls,
+        input_dtype=input_dtype,
+        isolate=isolate,
+        max_resolution=threshold,
+        expected=None
+        if reference_dtype == torch.float64
+        else _own_enclosures(model, calls, reference_dtype, isolate, leaves_only, threshold),
     )
     judged: list[ModuleCall] = []
     with seeded(custom, model), replay.installed():
@@ -149,6 +159,27 @@ def compare_modules(
     )
     record_verdict(comparison)
     return comparison
+
+
+def _own_enclosures(
+    model: torch.nn.Module,
+    calls: list[RecordedCall],
+    dtype: torch.dtype,
+    isolate: bool,
+    leaves_only: bool,
+    threshold: float,
+) -> dict[int, dict[str, Bounds | None]]:
+    """The enclosures of a reference that is not float64, call by call: its own calls replayed
+    on its own model as the custom model's will be (:mod:`.replay`), so that each verdict can
+    allow for the reference's round-off as well as the custom model's."""
+    replay = Replay(
+        model, calls, input_dtype=dtype, isolate=isolate, max_resolution=threshold, collect=True
+    )
+    with replay.installed():
+        for call in calls:
+            if not (leaves_only and not call.leaf):
+                replay.replay(call)
+    return replay.enclosures
 
 
 def assert_modules_roundoff_close(

@@ -20,7 +20,13 @@ The rule for one recorded call of path ``p``:
   format's extremes stands for the same extreme of the custom module's format, in the inputs
   it gets and in what it is judged against;
 * a call whose replay meets an operation without an interval rule is not judged: its kind is
-  "inconclusive", and it says which operation (never silently skipped).
+  "inconclusive", and it says which operation (never silently skipped);
+* a reference that is not float64 has round-off of its own, which nothing else bounds: its
+  calls are replayed first the same way on its own model (``collect``), and the enclosures of
+  what each call hands on and returns (:attr:`Replay.enclosures`) make the custom model's
+  verdicts two-sided (:func:`~..verdict.classify` with ``expected_bounds``: the two enclosures
+  must meet). A float64 reference needs none: a posteriori enclosures hold a float64 run of the
+  same operations (:mod:`pytest_fpcheck.tracking.torch.mode`).
 
 Every call is replayed in one tracking block (opened once: its cost is paid once, not per call);
 what replay does besides running the module (substituting extremes, copying integer tensors,
@@ -39,7 +45,8 @@ import torch
 
 from ...adapters.torch import internal
 from ...errors import UnsupportedOperation
-from ...tracking.track import track
+from ...interval.bounds import Bounds
+from ...tracking.track import bounds_of, track
 from ..verdict import Verdict, classify
 from .reference import RecordedCall
 from .result import ModuleCall
@@ -100,8 +107,16 @@ class Replay:
         input_dtype: torch.dtype,
         isolate: bool,
         max_resolution: float,
+        expected: dict[int, dict[str, Bounds | None]] | None = None,
+        collect: bool = False,
     ) -> None:
         self.modules = dict(custom.named_modules())
+        #: the reference's own enclosures by call index and label (module docstring)
+        self.expected = expected or {}
+        #: record enclosures instead of judging (the reference's own replay)
+        self.collect = collect
+        self.enclosures: dict[int, dict[str, Bounds | None]] = {}
+        self.index = -1  # the call being replayed
         self.calls = calls
         self.input_dtype = input_dtype
         self.isolate = isolate
@@ -201,14 +216,25 @@ class Replay:
                     f"{tuple(reference.shape)}"
                 )
                 continue
+            if self.collect:
+                self.enclosures.setdefault(self.index, {})[prefix + label] = bounds_of(value)
+                continue
             target = as_extremes_of(reference, value.dtype)
-            verdict = classify(value, target, max_resolution=self.max_resolution)
+            # the reference's own enclosure, where its values are the ones judged against
+            own = self.expected.get(self.index, {}).get(prefix + label)
+            verdict = classify(
+                value,
+                target,
+                expected_bounds=own if target is reference else None,
+                max_resolution=self.max_resolution,
+            )
             into.append((prefix + label, verdict))
 
     def replay(self, call: RecordedCall) -> ModuleCall:
         """Run one recorded call on the custom model and judge it (inside :meth:`installed`)."""
         module = self.modules[call.path]
         cast = self._cast(call.path)
+        self.index = call.index
         self.used, self.handed, self.problems = set(), [], []
         outputs: list[tuple[str, Verdict]] = []
         unjudged = ""
