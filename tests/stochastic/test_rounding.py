@@ -68,14 +68,17 @@ def test_rounds_to_a_neighbour_with_probability_proportional_to_distance(
     assert (np.abs(rounded.mean(axis=0) - exact) <= 5 * spread + 1e-300).all()
 
 
+@pytest.mark.parametrize("count", [16, 10])
 @pytest.mark.parametrize(("source", "target"), CASES)
-def test_the_samples_of_a_run_are_stratified(source: torch.dtype, target: torch.dtype) -> None:
+def test_the_samples_of_a_run_are_stratified(
+    source: torch.dtype, target: torch.dtype, count: int
+) -> None:
     """Of N samples of one run, floor(N f) or ceil(N f) round a value at fraction f up; each
-    sample alone still rounds up with probability f (the pool and offsets are random)."""
+    sample alone still rounds up with probability f (the pool and offsets are random). N a
+    power of two reads pools reduced into the first stratum; others shift and wrap."""
     fmt = F.format_of(str(target).removeprefix("torch."))
     values = _values(source, target)
     x = torch.tensor(values, dtype=source)
-    count = 16
     ups = np.zeros(values.shape)
     exact = values.astype(np.float64)
     down, up = F.round_to(exact, fmt, "down"), F.round_to(exact, fmt, "up")
@@ -155,3 +158,21 @@ def test_what_a_sample_reads_does_not_depend_on_what_ran_before_it() -> None:
     Pools._shared = None
     _draw(3, 7).take("normal", torch.empty(3 << 20))  # grows the pool first
     assert torch.equal(_draw(3, 0).take("normal", small), fresh)
+
+
+def test_each_operation_assigns_the_strata_to_the_samples_afresh() -> None:
+    """The samples' strata of one operation are a permutation, drawn again for each operation:
+    with a fixed stratum per sample, a chain of roundings of one value (a scan) kept neighbouring
+    samples together and their spread collapsed."""
+    count, operations = 16, 40
+    like = torch.zeros(1)
+    strata = np.empty((count, operations), dtype=np.int64)
+    for index in range(count):
+        draw = SampleRandom(Pools.shared(), 12, index, count)
+        for op in range(operations):
+            strata[index, op] = int(float(draw.take("uniform", like)) * count)
+    for op in range(operations):
+        assert sorted(strata[:, op]) == list(range(count))
+    # each sample visits many strata; neighbouring samples do not move together
+    assert all(len(set(row)) >= 8 for row in strata)
+    assert np.mean(np.abs(strata[0] - strata[1]) == 1) < 0.5
