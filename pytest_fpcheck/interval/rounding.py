@@ -20,7 +20,9 @@ IEEE 754's overflow rule, compiled here as :func:`round_scalar`, which the emula
 Two shortcuts give the same results with less work: in the format's normal range, truncating
 the float64 pattern to p significant bits and adding one unit of the kept part
 (:func:`round_to`); onto float32, the hardware's round-to-nearest conversion and one float32 step
-where it went the wrong way (:func:`float32_directed`). Bit casts are
+where it went the wrong way (:func:`float32_directed`); to nearest, one conversion onto
+float32 (:func:`_nearest32`) or the dropped bits against half a unit (:func:`_nearest_normal`),
+and no branch where the choice is unpredictable (:func:`_select`). Bit casts are
 ``np.float64(v).view(np.int64)`` and its inverse, which Numba compiles to a register bitcast.
 A zero reached from a nonzero value is +0 (the sign of an underflowed value is not kept; -0
 only as the strict upper neighbour of -2**-1074, where :func:`next_up` gives it). Past the
@@ -210,11 +212,10 @@ def round_to(
         # one unit of the kept part rounds it up (a carry moves into the exponent, as it should).
         drop = 53 - precision
         low = (np.int64(1) << drop) - 1
-        if b & low == 0:
-            y = v
-        else:
-            kept = b & ~low
-            y = _from_bits(kept + (np.int64(1) << drop) if (b >= 0) == up else kept)
+        kept = b & ~low  # b itself when v is on the grid
+        # branch-free: the sign of interval ends is unpredictable
+        away = np.int64((b & low) != 0) & np.int64((b >= 0) == up)
+        y = _from_bits(kept + (away << drop))
         if y > big:
             return math.inf if up else big
         if y < -big:
@@ -289,14 +290,79 @@ def _nearest_end(
 ) -> float:  # pragma: no cover - compiled
     """``x`` (not NaN) rounded to nearest onto the format, a tie going toward +inf when ``up``,
     else toward -inf; past the overflow ``threshold`` (the largest finite number plus half its
-    ULP) an infinity, as IEEE 754's nearest rounding gives one. The two directed roundings are
-    exact; their midpoint is exact in float64 (two neighbours of a grid of at most 24 bits
-    whose spacing is at least 2**-149)."""
+    ULP) an infinity, as IEEE 754's nearest rounding gives one. A zero reached from a nonzero
+    ``x`` is +0. Shortcuts (:func:`_nearest32`, :func:`_nearest_normal`) where they apply, else
+    :func:`_nearest_general`; all three give the same bits."""
     if fast32:
-        d, u = float32_directed(x, False, False), float32_directed(x, True, False)
-    else:
-        d = round_to(x, precision, smallest_normal, emin, big, has_inf, False)
-        u = round_to(x, precision, smallest_normal, emin, big, has_inf, True)
+        return _nearest32(x, big, threshold, up)
+    b = _bits(x)
+    magnitude = b & _MAGNITUDE
+    if _bits(smallest_normal) <= magnitude < _INF_BITS:
+        y = _nearest_normal(b, precision, up)
+        if -big <= y <= big:
+            return y
+    return _nearest_general(x, precision, smallest_normal, emin, big, has_inf, threshold, up)
+
+
+@jit(cache=True, inline="always")
+def _nearest32(x: float, big: float, threshold: float, up: bool) -> float:  # pragma: no cover
+    """:func:`_nearest_end` onto float32 with one hardware conversion (round to nearest even,
+    subnormals and overflow included): where ``x`` is not a float32 number, the conversion is
+    the nearer neighbour, except at a tie, where the neighbour the direction names is taken
+    (the tie is ``x`` equal to the neighbours' midpoint, exact in float64; the other neighbour
+    is one step of the float32 pattern away, toward ``x``); at the overflow threshold itself
+    the conversion gives the infinity, and the downward direction the largest finite number."""
+    r = np.float32(x)
+    back = np.float64(r)
+    if back == x:
+        return x
+    if math.isinf(back):
+        if x == threshold and not up:
+            return big
+        if x == -threshold and up:
+            return -big
+        return back
+    b = np.int64(_bits32(r))
+    # sign-magnitude patterns: one step away from zero adds 1, toward zero subtracts 1 (from a
+    # zero, away: the sign of r is the sign of x); branch-free, the side is unpredictable
+    other = np.float64(_from_bits32(b + 2 * np.int64(abs(x) > abs(back)) - 1))
+    if x == 0.5 * back + 0.5 * other:
+        back = max(back, other) if up else min(back, other)
+    return back + 0.0
+
+
+@jit(cache=True, inline="always")
+def _nearest_normal(b: np.int64, precision: int, up: bool) -> float:  # pragma: no cover
+    """:func:`_nearest_end` for the float64 of pattern ``b`` in the format's normal range
+    (before any overflow, which the caller checks): the dropped bits of the pattern against
+    half a unit of the kept ones decide; a tie goes away from zero when its direction is the
+    sign's (a carry moves into the exponent, as it should)."""
+    drop = 53 - precision
+    low = (np.int64(1) << drop) - 1
+    rest = b & low
+    half = np.int64(1) << (drop - 1)
+    kept = b & ~low  # b itself when x is on the grid (rest 0)
+    # branch-free: whether x lies above its midpoint is unpredictable
+    away = np.int64(rest > half) | (np.int64(rest == half) & np.int64((b >= 0) == up))
+    return _from_bits(kept + (away << drop))
+
+
+@jit(cache=True, inline="always")
+def _nearest_general(
+    x: float,
+    precision: int,
+    smallest_normal: float,
+    emin: int,
+    big: float,
+    has_inf: bool,
+    threshold: float,
+    up: bool,
+) -> float:  # pragma: no cover - compiled
+    """:func:`_nearest_end` from the two directed roundings, which are exact; their midpoint
+    is exact in float64 (two neighbours of a grid of at most 24 bits whose spacing is at least
+    2**-149)."""
+    d = round_to(x, precision, smallest_normal, emin, big, has_inf, False)
+    u = round_to(x, precision, smallest_normal, emin, big, has_inf, True)
     if d == u:
         return d
     if u == math.inf:
@@ -308,6 +374,15 @@ def _nearest_end(
     if up:
         return u if x >= middle else d
     return d if x <= middle else u
+
+
+@jit(cache=True, inline="always")
+def _select(condition: bool, a: float, b: float) -> float:  # pragma: no cover - compiled
+    """``a if condition else b``, bit for bit (signed zeros included), without a branch: which
+    of a rounded end and its grid neighbour is farther out is unpredictable, and a mispredicted
+    branch per end cost half of :func:`_nearest_all`'s time."""
+    bits_a, bits_b = _bits(a), _bits(b)
+    return _from_bits(bits_b ^ ((bits_a ^ bits_b) & -np.int64(condition)))
 
 
 @jit(cache=True, inline="always")
@@ -333,7 +408,7 @@ def nearest_pair(
             x, precision, smallest_normal, emin, big, has_inf, threshold, fast32, False
         )
         grid = round_to(lo, NEAREST_BITS, smallest_normal, emin, big, has_inf, False)
-        lower = near if near < grid else grid
+        lower = _select(near < grid, near, grid)
     if hi != hi:
         upper = math.inf
     else:
@@ -342,7 +417,7 @@ def nearest_pair(
             y, precision, smallest_normal, emin, big, has_inf, threshold, fast32, True
         )
         grid = round_to(hi, NEAREST_BITS, smallest_normal, emin, big, has_inf, True)
-        upper = near if near > grid else grid
+        upper = _select(near > grid, near, grid)
     return lower, upper
 
 
