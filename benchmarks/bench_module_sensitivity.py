@@ -18,7 +18,8 @@ one module drawn at random (any module but the model itself) returns its output 
 
 Cost (budget: the number of module levels, printed, times the floor; leaves only 1.5x):
 ``compare_modules`` against its floor, one plain run of the reference plus one tracked run of
-the model under test (isolated; and leaves only), ``--repeats`` alternated runs per seed on the
+the model under test (``fp.track()``; and, printed after, with that run tracked a posteriori as
+the comparison's replays are) (isolated; and leaves only), ``--repeats`` alternated runs per seed on the
 first ``--cost-seeds`` seeds, in thread CPU time on one torch thread with the garbage collector
 paused (the development machine is shared: wall time there measures the other jobs;
 ``--threads`` changes it); the ratio of the medians, and in parentheses of the least runs (on a
@@ -57,11 +58,13 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch
 UNIT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
 
 
-def floor_seconds(custom: torch.nn.Module, reference: torch.nn.Module, ids: torch.Tensor) -> float:
+def floor_seconds(
+    custom: torch.nn.Module, reference: torch.nn.Module, ids: torch.Tensor, mode: str = "rigorous"
+) -> float:
     def floor() -> None:
         with torch.no_grad():
             reference(ids)
-            with fp.track():
+            with fp.track(mode=mode):
                 custom(ids)
 
     return timed(floor)[1]
@@ -82,13 +85,15 @@ def timed(function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> tuple[
 
 def costs(
     custom: torch.nn.Module, reference: torch.nn.Module, ids: torch.Tensor, repeats: int
-) -> list[tuple[float, float, float]]:
-    """(floor, isolated comparison, leaves only) of ``repeats`` alternated runs."""
+) -> list[tuple[float, float, float, float]]:
+    """(floor, floor tracked a posteriori, isolated comparison, leaves only) of ``repeats``
+    alternated runs."""
     floor_seconds(custom, reference, ids)  # warm-up: the first tracked run loads the rules
     fp.compare_modules(custom, reference, ids)  # and the casts' and verdicts' first calls
     return [
         (
             floor_seconds(custom, reference, ids),
+            floor_seconds(custom, reference, ids, "a_posteriori"),
             timed(fp.compare_modules, custom, reference, ids)[1],
             timed(fp.compare_modules, custom, reference, ids, leaves_only=True)[1],
         )
@@ -96,17 +101,19 @@ def costs(
     ]
 
 
-def ratios(runs: list[tuple[float, float, float]]) -> str:
-    """The comparison's and leaves only's cost over the floor: of the medians, and (in
-    parentheses) of the least runs."""
+def ratios(runs: list[tuple[float, float, float, float]]) -> str:
+    """The comparison's and leaves only's cost over the floor (``fp.track()``, the issue's):
+    of the medians, and (in parentheses) of the least runs; then over the floor whose tracked
+    run is a posteriori, as the comparison's is (medians)."""
     if not runs:
         return "-"
-    floor, whole, leaves = zip(*runs, strict=True)
-    med = [statistics.median(column) for column in (floor, whole, leaves)]
-    least = [min(column) for column in (floor, whole, leaves)]
+    floor, floor_ap, whole, leaves = zip(*runs, strict=True)
+    med = [statistics.median(column) for column in (floor, floor_ap, whole, leaves)]
+    least = [min(column) for column in (floor, floor_ap, whole, leaves)]
     return (
-        f"{med[1] / med[0]:.2f}x ({least[1] / least[0]:.2f}x)  "
-        f"{med[2] / med[0]:.2f}x ({least[2] / least[0]:.2f}x)"
+        f"{med[2] / med[0]:.2f}x ({least[2] / least[0]:.2f}x)  "
+        f"{med[3] / med[0]:.2f}x ({least[3] / least[0]:.2f}x)  "
+        f"a posteriori floor: {med[2] / med[1]:.2f}x  {med[3] / med[1]:.2f}x"
     )
 
 
@@ -133,7 +140,7 @@ def run(
     name: str, dtype: torch.dtype, seeds: int, errors: list[int], repeats: int, cost_seeds: int
 ) -> dict[str, object]:
     counts: Counter[str] = Counter()
-    cost: list[tuple[float, float, float]] = []
+    cost: list[tuple[float, float, float, float]] = []
     missed: list[str] = []
     undetected: list[str] = []
     for seed in range(seeds):
