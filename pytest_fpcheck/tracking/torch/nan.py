@@ -34,7 +34,9 @@ import numpy as np
 import torch
 
 from ...adapters.torch import dtype_format
+from ...errors import StaleBoundsError
 from ...interval.core import Interval
+from ..core.store import STORE
 from .context import RuleContext
 
 __all__ = ["propagate", "unbounded_mask"]
@@ -139,18 +141,39 @@ def unbounded_mask(interval: Interval) -> np.ndarray:
     """Where the enclosure is the whole line (the value may be NaN)."""
     if interval.is_point:
         return np.zeros(np.shape(interval.lo), dtype=bool)
-    mask: np.ndarray = np.isneginf(interval.lo) & np.isposinf(interval.hi)
+    # two comparisons: NumPy's isneginf and isposinf take two passes each (isinf and signbit)
+    mask: np.ndarray = (interval.lo == -np.inf) & (interval.hi == np.inf)
     return mask
+
+
+def _may_be_unbounded(ctx: RuleContext, t: torch.Tensor) -> bool:
+    """Whether ``t``'s enclosure may hold the whole line somewhere, without reading it: not a
+    tensor tracking never wrote (an exact input, whose enclosure would be built from its values
+    only to find none), nor one whose storage's record says no element is unbounded (the
+    record's summary). An in-place operation reads its operands' enclosures from before it
+    (the context's snapshot): those are always read."""
+    if ctx.call.func._schema.is_mutable:
+        return True
+    if not STORE.has_record(t):
+        return False
+    try:
+        record = STORE.record_of(t)
+    except StaleBoundsError:
+        return True  # let the enclosure's own reading decide, as it always did
+    return record is not None and record.unbounded
 
 
 def propagate(
     ctx: RuleContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor], result: Any
 ) -> Any:
     """The rule's ``result`` with every output element that may depend on a possibly-NaN input
-    element (or whose ends came out NaN) made the whole line (module docstring)."""
+    element (or whose ends came out NaN) made the whole line (module docstring). Work is
+    skipped where nothing can be NaN: operands whose records hold no unbounded element are not
+    read (:func:`_may_be_unbounded`), and an output every element of which depends on a
+    possibly-NaN element becomes the whole line without looking at the rule's ends."""
     masks: dict[int, np.ndarray] = {}
     for t in inputs:
-        if id(t) not in masks and dtype_format(t.dtype) is not None:
+        if id(t) not in masks and dtype_format(t.dtype) is not None and _may_be_unbounded(ctx, t):
             mask = unbounded_mask(ctx.interval(t))
             if mask.any():
                 masks[id(t)] = np.broadcast_to(mask, tuple(t.shape))
@@ -159,10 +182,14 @@ def propagate(
         if interval is None or dtype_format(output.dtype) is None:
             continue
         shape = tuple(output.shape)
+        dependent = np.broadcast_to(_dependent(ctx, masks, shape), shape) if masks else None
+        if dependent is not None and dependent.all():
+            intervals[position] = Interval(np.full(shape, -np.inf), np.full(shape, np.inf))
+            continue
         lo, hi = np.broadcast_to(interval.lo, shape), np.broadcast_to(interval.hi, shape)
         widen = np.isnan(lo) | np.isnan(hi)
-        if masks:
-            widen = widen | _dependent(ctx, masks, shape)
+        if dependent is not None:
+            widen = widen | dependent
         if widen.any():
             intervals[position] = Interval(
                 np.where(widen, -np.inf, lo), np.where(widen, np.inf, hi)
