@@ -400,7 +400,7 @@ def nearest_pair(
     """The ends of :func:`nearest` for one element: ``c`` = (overflow threshold, relative
     drift, absolute drift)."""
     threshold, relative, absolute = c
-    if lo != lo:
+    if lo != lo or lo == -math.inf:  # -inf: what the general path gives, in one comparison
         lower = -math.inf
     else:
         x = lo if math.isinf(lo) else next_down(lo - (abs(lo) * relative + absolute))
@@ -409,7 +409,7 @@ def nearest_pair(
         )
         grid = round_to(lo, NEAREST_BITS, smallest_normal, emin, big, has_inf, False)
         lower = _select(near < grid, near, grid)
-    if hi != hi:
+    if hi != hi or hi == math.inf:
         upper = math.inf
     else:
         y = hi if math.isinf(hi) else next_up(hi + (abs(hi) * relative + absolute))
