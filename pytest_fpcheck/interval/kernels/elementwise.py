@@ -60,10 +60,12 @@ def _add_bounds_loop(
             else:
                 y_lo, y_hi = b_lo[jb], b_hi[jb]
             low, high = sum_lower(x_lo, y_lo), sum_upper(x_hi, y_hi)
-            opposite = (x_hi == math.inf and y_lo == -math.inf) or (
-                x_lo == -math.inf and y_hi == math.inf
+            # | and & rather than or and and, here and in the product's loop: the same tests
+            # without a branch each (a mispredicted one per element cost over half the time)
+            opposite = ((x_hi == math.inf) & (y_lo == -math.inf)) | (
+                (x_lo == -math.inf) & (y_hi == math.inf)
             )
-            if opposite or low != low or high != high:
+            if opposite | (low != low) | (high != high):
                 lo[i], hi[i] = -math.inf, math.inf
             else:
                 lo[i], hi[i] = outward(low, high, fa, fast32)
@@ -160,11 +162,11 @@ def _mul_bounds_loop(
             p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
             low = min(min(p1, p2), min(p3, p4))
             high = max(max(p1, p2), max(p3, p4))
-            undefined = p1 != p1 or p2 != p2 or p3 != p3 or p4 != p4
+            undefined = (p1 != p1) | (p2 != p2) | (p3 != p3) | (p4 != p4)
             zero_times_infinity = (
-                x_lo <= 0 <= x_hi and (math.isinf(y_lo) or math.isinf(y_hi))
-            ) or (y_lo <= 0 <= y_hi and (math.isinf(x_lo) or math.isinf(x_hi)))
-            if undefined or zero_times_infinity:
+                (x_lo <= 0) & (x_hi >= 0) & (math.isinf(y_lo) | math.isinf(y_hi))
+            ) | ((y_lo <= 0) & (y_hi >= 0) & (math.isinf(x_lo) | math.isinf(x_hi)))
+            if undefined | zero_times_infinity:
                 lo[i], hi[i] = -math.inf, math.inf
                 continue
             if step:
