@@ -176,3 +176,8 @@ def test_each_operation_assigns_the_strata_to_the_samples_afresh() -> None:
     # each sample visits many strata; neighbouring samples do not move together
     assert all(len(set(row)) >= 8 for row in strata)
     assert np.mean(np.abs(strata[0] - strata[1]) == 1) < 0.5
+    # within one operation, a sample's elements lie in every stratum: their errors do not move
+    # together (a softmax cancels a common shift, and its spread would be too small)
+    values = SampleRandom(Pools.shared(), 12, 3, count).take("uniform", torch.zeros(4096))
+    per_stratum = np.bincount((values.numpy() * count).astype(np.int64), minlength=count)
+    assert per_stratum.min() > 4096 / count / 2
