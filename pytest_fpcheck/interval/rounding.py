@@ -88,6 +88,9 @@ def _from_bits32(b: np.int64) -> np.float32:  # pragma: no cover - compiled
 
 
 _MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
+#: the float64 pattern's bits below a float32 tie's last one: a tie between two float32
+#: numbers has at most 25 significant bits (fewer below float32's normal range)
+_BELOW_TIE = np.int64((1 << 28) - 1)
 _INF_BITS = np.int64(0x7FF0000000000000)
 
 
@@ -322,12 +325,13 @@ def _nearest32(x: float, big: float, threshold: float, up: bool) -> float:  # pr
         if x == -threshold and up:
             return -big
         return back
-    b = np.int64(_bits32(r))
-    # sign-magnitude patterns: one step away from zero adds 1, toward zero subtracts 1 (from a
-    # zero, away: the sign of r is the sign of x); branch-free, the side is unpredictable
-    other = np.float64(_from_bits32(b + 2 * np.int64(abs(x) > abs(back)) - 1))
-    if x == 0.5 * back + 0.5 * other:
-        back = max(back, other) if up else min(back, other)
+    if _bits(x) & _BELOW_TIE == 0:  # else x has over 25 significant bits: not a tie
+        b = np.int64(_bits32(r))
+        # sign-magnitude patterns: one step away from zero adds 1, toward zero subtracts 1
+        # (from a zero, away: the sign of r is the sign of x)
+        other = np.float64(_from_bits32(b + 2 * np.int64(abs(x) > abs(back)) - 1))
+        if x == 0.5 * back + 0.5 * other:
+            back = max(back, other) if up else min(back, other)
     return back + 0.0
 
 
