@@ -24,6 +24,7 @@ bounded through their decompositions (:mod:`..decompose`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -88,14 +89,14 @@ _SECH_PEAK = (0.7717, 0.4478)
 _EVALUATION_SLACK = 2.0**-44
 
 
-def _derivative_erf(x: Array) -> tuple[Array, Array]:
+def _derivative_erf(x: Array) -> tuple[Array, float]:
     """(Phi(x) + x phi(x) in float64, a bound of that evaluation's error): erf64 (SLEEF, a few
     float64 ULPs), exp and four roundings, each term at most 1 in size."""
     with np.errstate(all="ignore"):
         value: Array = 0.5 * (1.0 + erf64(x * _SQRT1_2)) + x * (
             np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI
         )
-    return value, np.full(np.shape(x), _EVALUATION_SLACK)
+    return value, _EVALUATION_SLACK
 
 
 def _derivative_tanh(x: Array) -> tuple[Array, Array]:
@@ -114,21 +115,25 @@ def _derivative_tanh(x: Array) -> tuple[Array, Array]:
 def _derivative_range(a: Interval, approximate: str) -> tuple[Array, Array]:
     """[min, max] of GELU's derivative over ``a`` (float64, rounded outward): the hull of its
     end values, and of its minimum (maximum) where ``a`` holds that abscissa."""
-    function = _derivative_tanh if approximate == "tanh" else _derivative_erf
+    function: Callable[[Array], tuple[Array, Array | float]] = (
+        _derivative_tanh if approximate == "tanh" else _derivative_erf
+    )
     f_lo, slack_lo = function(a.lo)
     f_hi, slack_hi = (f_lo, slack_lo) if a.is_point else function(a.hi)
-    low, high = (
-        np.minimum(f_lo - slack_lo, f_hi - slack_hi),
-        np.maximum(f_lo + slack_lo, f_hi + slack_hi),
-    )
+    with np.errstate(invalid="ignore"):
+        low, high = (
+            np.minimum(f_lo - slack_lo, f_hi - slack_hi),
+            np.maximum(f_lo + slack_lo, f_hi + slack_hi),
+        )
     if not a.is_point:
-        for abscissa, extremum in _EXTREMA[approximate]:
-            # the abscissa is known to about 1e-16; the margin keeps the test on the safe side
-            holds = (a.lo <= abscissa + 1e-6) & (abscissa - 1e-6 <= a.hi)
-            low, high = (
-                np.where(holds, np.minimum(low, extremum), low),
-                np.where(holds, np.maximum(high, extremum), high),
-            )
+        (x_min, f_min), (x_max, f_max) = _EXTREMA[approximate]
+        # the abscissas are known to about 1e-16; the margin keeps the tests on the safe side
+        holds = (a.lo <= x_min + 1e-6) & (x_min - 1e-6 <= a.hi)
+        if holds.any():
+            low = np.where(holds, np.minimum(low, f_min), low)
+        holds = (a.lo <= x_max + 1e-6) & (x_max - 1e-6 <= a.hi)
+        if holds.any():
+            high = np.where(holds, np.maximum(high, f_max), high)
     return down(low), up(high)
 
 
