@@ -81,6 +81,18 @@ def _reach(
     return result
 
 
+def median_of(values: NDArray[np.float64]) -> float:
+    """The median of a non-empty 1-d array without NaN (infinities allowed), as ``np.median``
+    gives it, by one partition: a verdict takes two medians, and ``np.median``'s generality
+    costs more than the partition on the arrays of a module's call."""
+    middle = values.size // 2
+    if values.size % 2:
+        return float(np.partition(values, middle)[middle])
+    low, high = np.partition(values, (middle - 1, middle))[middle - 1 : middle + 1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float((low + high) / 2)
+
+
 def resolution_of(
     value: NDArray[np.float64],
     lo: NDArray[np.float64],
@@ -101,7 +113,7 @@ def resolution_of(
         relative = np.where(reach == 0, 0.0, reach / magnitude)
     relative = np.where(np.isnan(relative), np.inf, relative)
     return Resolution(
-        median=float(np.median(relative)),
+        median=median_of(relative),
         factor2=float(np.count_nonzero(relative < FACTOR_TWO)) / relative.size,
         unbounded=int(np.count_nonzero(np.isinf(reach))),
         judged=int(relative.size),

@@ -37,7 +37,13 @@ from ..formats import Format, ulp
 from ..interval.bounds import Bounds, contains
 from ..interval.rounding import down_to, up_to
 from . import messages
-from .resolution import Resolution, current_max_resolution, inconclusive_reason, resolution_of
+from .resolution import (
+    Resolution,
+    current_max_resolution,
+    inconclusive_reason,
+    median_of,
+    resolution_of,
+)
 
 __all__ = ["KINDS", "Excess", "Offender", "Verdict", "classify", "default_tolerances"]
 
@@ -398,14 +404,14 @@ def classify(
     if bounds is None:
         return _fallback(a, e, fmt, shape, close, equal, equal_nan)
     estimated_notes = _self_check(bounds, a, "actual")
-    own_radius = bounds.radius  # computed once: it is used three times below
+    own_radius = _half_width(bounds)  # computed once: it is used three times below
     if expected_bounds is not None:
         estimated_notes += _self_check(expected_bounds, e, "expected")
         with np.errstate(invalid="ignore"):
             lo = np.maximum(bounds.lo, expected_bounds.lo)
             hi = np.minimum(bounds.hi, expected_bounds.hi)
             inside = (lo <= hi) | (np.isnan(a) & np.isnan(e) & equal_nan)
-        radius = np.maximum(own_radius, expected_bounds.radius)
+        radius = np.maximum(own_radius, _half_width(expected_bounds))
     else:
         inside, grid_note = _inside_one_sided(bounds, e, expected)
         estimated_notes += grid_note
@@ -581,14 +587,28 @@ def _worst(
     return _offender(a, e, bounds, flat, tuple(a.shape)), Excess(absolute, radii, ulps)
 
 
+def _half_width(bounds: Bounds) -> np.ndarray:
+    """(hi - lo) / 2 in float64 arithmetic (0 where lo == hi, infinities included): the
+    radius the message shows in ULPs and counts excesses in. Display only, so not rounded up
+    as :attr:`Bounds.radius` is (which costs a pass of outward rounding per verdict)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        half: np.ndarray = np.where(bounds.lo == bounds.hi, 0.0, 0.5 * (bounds.hi - bounds.lo))
+    return half
+
+
 def _tightness(radius: np.ndarray, a: np.ndarray, fmt: Format) -> float | None:
     """The median radius of the enclosure (``radius``, the bounds' own) in ULPs of the actual
-    values' format."""
+    values' format (:func:`~pytest_fpcheck.formats.ulp`, by ``frexp``: 2 to the exponent of
+    |a|, clamped below at the format's smallest, less the precision less 1)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, exponent = np.frexp(a)
+        exponent = np.where(a == 0, fmt.emin, np.maximum(exponent - 1, fmt.emin))
+        units = np.ldexp(1.0, exponent - (fmt.precision - 1))
+        ratio = radius / units
     finite = np.isfinite(radius) & np.isfinite(a)
     if not finite.any():
         return None
-    units = ulp(a[finite], fmt)
-    return float(np.median(radius[finite] / units))
+    return median_of(ratio[finite])
 
 
 def _why_untracked() -> tuple[str, ...]:
