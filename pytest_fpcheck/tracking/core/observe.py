@@ -101,7 +101,8 @@ class OperationRounder(Protocol):
         value computed in float64 from the float64 ``operands``: float64 values on that
         format's grid, of ``wide``'s shape. For ``kernel.dot`` the operands are ``(a, b,
         addend)``; for ``kernel.sum``, the summed values and the reduction's ``axis`` (None:
-        all)."""
+        all); for ``kernel.cumsum`` and ``kernel.cumprod``, the scanned values and the scan's
+        ``axis`` (``wide``: the exact prefix sums or products, a sequential scan to round)."""
 
 
 class _Subscribers(threading.local):
