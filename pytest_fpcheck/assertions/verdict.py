@@ -248,7 +248,8 @@ class Verdict:
 _NEXT_STEP = (
     "next: judge the model module by module on the reference's inputs, where enclosures stay "
     "narrow: fp.compare_modules(model, torch.float64, *inputs) names the first module that is "
-    "a bug (docs/roundoff.md); or accept this verdict with accept_inconclusive=True"
+    "a bug (docs/roundoff.md); or bound this run only, which is narrower: "
+    'fp.track(mode="a_posteriori"); or accept this verdict with accept_inconclusive=True'
 )
 
 

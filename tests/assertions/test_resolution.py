@@ -79,7 +79,7 @@ def test_inconclusive_message_is_pinned() -> None:
         "resolution: 0.375 relative (the median element flags a deviation of that size); 50% of the elements would reject a factor of 2",
         "why inconclusive: the enclosure's resolution 0.375 is worse than max_resolution=0.1: it could not tell a relative error of 0.1 from round-off on half of the elements",
         "widest provenance: no operation widened it (exact inputs and exact operations)",
-        "next: judge the model module by module on the reference's inputs, where enclosures stay narrow: fp.compare_modules(model, torch.float64, *inputs) names the first module that is a bug (docs/roundoff.md); or accept this verdict with accept_inconclusive=True",
+        'next: judge the model module by module on the reference\'s inputs, where enclosures stay narrow: fp.compare_modules(model, torch.float64, *inputs) names the first module that is a bug (docs/roundoff.md); or bound this run only, which is narrower: fp.track(mode="a_posteriori"); or accept this verdict with accept_inconclusive=True',
         "plain allclose (rtol=1e-07, atol=1e-07): would have failed, 2 / 2 (100%) mismatched; greatest absolute difference 0.2 at (0,), greatest relative difference 0.166667 at (0,)",
     ]
     record = verdict.to_dict()
