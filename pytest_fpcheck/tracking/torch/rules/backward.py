@@ -144,7 +144,8 @@ def _erf_form_error(c: Format, magnitude: Array, largest: Array) -> Array:
     constants alpha, beta rounded onto ``c`` (gamma_3 relative for beta, computed as float
     products in the reduced kernels), each step rounded to nearest, fused or not.
 
-    * cdf: erf errs by ``k`` ULPs plus its absolute allowance (:data:`ULP_ERRORS`,
+    * cdf: erf errs by ``k`` ULPs of its exact value (at most u each: |erf| < 1) plus its
+      absolute allowance (:data:`ULP_ERRORS`,
       :data:`ABSOLUTE_ERRORS`); x alpha carries gamma_3 relative, which moves erf by at most
       (2 / sqrt pi) sup |y| exp(-y^2) gamma_3 <= 0.49 gamma_3 (plus one subnormal); 1 + erf
       rounds by 2 u; the halving is exact (1 + erf is 0 or at least 2**-53).
@@ -157,7 +158,8 @@ def _erf_form_error(c: Format, magnitude: Array, largest: Array) -> Array:
     u, s, eps = c.unit_roundoff, c.smallest_subnormal, 2 * c.unit_roundoff
     k_erf, k_exp = ew.ULP_ERRORS["erf"], ew.ULP_ERRORS["exp"]
     a_eps, a_tiny = ew.ABSOLUTE_ERRORS.get("erf", (0.0, 0.0))
-    erf_error = k_erf * (2 * u + s) + a_eps * eps + a_tiny * c.smallest_normal
+    # |erf| < 1: an ULP of the exact value is at most u
+    erf_error = k_erf * u + a_eps * eps + a_tiny * c.smallest_normal
     cdf = 0.5 * (erf_error + 0.49 * gamma(3, u) + s + u * (2.0 + erf_error))
     _, h1, _, h3 = _PEAKS
     g4 = gamma(4, u)
@@ -177,7 +179,9 @@ def _tanh_form_error(c: Format, smallest: Array, magnitude: Array, largest: Arra
 
     * tanh's argument carries gamma_7 relative (plus four subnormals), which moves tanh by at
       most gamma_7 sup |v| sech^2(|v| (1 - gamma_7)) over the arguments v the enclosure gives
-      (at most 0.4478 gamma_7 / (1 - gamma_7)); tanh errs by ``k`` ULPs: e_t in all.
+      (at most 0.4478 gamma_7 / (1 - gamma_7)); tanh errs by ``k`` ULPs of its exact value (at
+      most u each: |tanh| < 1; an argument that overflowed to an infinity gives +-1 exactly,
+      C99 Annex F.9.2.6): e_t in all.
     * left: (e_t + u (2 + e_t)) / 2. T: e_t (2 + e_t) from t, u (1 + e_t)^2 + s / 2 for t t,
       u (1 + e_t (2 + e_t) + 2 u) for 1 - t t. I: gamma_8 relative, plus a subnormal.
     * 0.5 x T I: the first-order terms x/2 (T e_I + I e_T + e_T e_I) with the largest x, the
@@ -196,7 +200,7 @@ def _tanh_form_error(c: Format, smallest: Array, magnitude: Array, largest: Arra
             _SECH_PEAK[1] / (1 - g7),
             w / np.cosh(w * (1 - g7)) ** 2,
         )
-        e_t = g7 * damped + 4 * s + ew.ULP_ERRORS["tanh"] * (2 * u + s)
+        e_t = g7 * damped + 4 * s + ew.ULP_ERRORS["tanh"] * u  # |tanh| < 1: an ULP <= u
         left = 0.5 * (e_t + u * (2.0 + e_t))
         e_big_t = (
             e_t * (2.0 + e_t) + u * (1.0 + e_t) ** 2 + s / 2 + u * (1.0 + e_t * (2.0 + e_t) + 2 * u)
