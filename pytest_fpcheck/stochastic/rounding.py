@@ -176,26 +176,63 @@ class _Offsets:
         return self._pending.pop() % bound
 
 
-class _Strata:
-    """This sample's stratum for each operation: entry ``index`` of a random permutation of
-    ``range(count)`` per operation (the ranks of ``count`` uniform numbers), drawn in batches as
-    :class:`_Offsets` from a generator every sample of the run seeds alike (so that the samples'
-    strata of one operation are a permutation)."""
+class _Common:
+    """The numbers every sample of a run draws alike, drawn once per run in a process and read by
+    each sample at its own position: the offsets of the stratified pools (a generator of
+    ``SeedSequence((seed,))``, as :class:`_Offsets`) and a random permutation of
+    ``range(count)`` per operation (the ranks of ``count`` uniform numbers, a generator of
+    ``SeedSequence(seed, spawn_key=(1,))``). Each sample used to make both generators and draw
+    both sequences itself (20 microseconds and more per sample); the numbers are the same.
+    :meth:`of` keeps the runs of the last few seeds (a thread pool's samples share them)."""
 
-    def __init__(self, seed: int, index: int, count: int) -> None:
-        sequence = np.random.SeedSequence(seed, spawn_key=(1,))
-        self._generator = np.random.Generator(np.random.PCG64(sequence))
-        self._index, self._count = index, count
-        self._pending: list[int] = []
-        self._batch = _FIRST_BATCH
+    _recent: ClassVar[dict[tuple[int, int], _Common]] = {}
+    _recent_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def next(self) -> int:
-        """The stratum (in ``range(count)``) of this sample for the next operation."""
-        if not self._pending:
-            permutations = self._generator.random((self._batch, self._count)).argsort(axis=1)
-            self._pending = permutations[:, self._index].tolist()[::-1]
-            self._batch = min(2 * self._batch, _OFFSET_BATCH)
-        return self._pending.pop()
+    def __init__(self, seed: int, count: int) -> None:
+        self.count = count
+        self._offset_generator = np.random.Generator(
+            np.random.PCG64(np.random.SeedSequence((seed,)))
+        )
+        self._strata_generator = np.random.Generator(
+            np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(1,)))
+        )
+        self.offsets: list[int] = []
+        self.strata: list[list[int]] = []
+        self._batches = [_FIRST_BATCH, _FIRST_BATCH]
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, seed: int, count: int) -> _Common:
+        """The common numbers of the run of ``seed`` with ``count`` samples in this process."""
+        key = (seed, count)
+        with cls._recent_lock:
+            common = cls._recent.get(key)
+            if common is None:
+                if len(cls._recent) >= 4:
+                    cls._recent.pop(next(iter(cls._recent)))
+                common = cls._recent[key] = cls(seed, count)
+            return common
+
+    def offset(self, position: int) -> int:
+        """The 62-bit number of operation ``position``."""
+        if position >= len(self.offsets):
+            with self._lock:
+                while position >= len(self.offsets):
+                    batch = self._batches[0]
+                    self.offsets.extend(self._offset_generator.integers(0, 1 << 62, batch).tolist())
+                    self._batches[0] = min(2 * batch, _OFFSET_BATCH)
+        return self.offsets[position]
+
+    def stratum(self, position: int, index: int) -> int:
+        """Sample ``index``'s stratum for operation ``position``."""
+        if position >= len(self.strata):
+            with self._lock:
+                while position >= len(self.strata):
+                    batch = self._batches[1]
+                    draws = self._strata_generator.random((batch, self.count))
+                    self.strata.extend(draws.argsort(axis=1).tolist())
+                    self._batches[1] = min(2 * batch, _OFFSET_BATCH)
+        return self.strata[position][index]
 
 
 #: shape -> the strides of a contiguous tensor of that shape (:meth:`SampleRandom.take`)
@@ -217,7 +254,7 @@ class SampleRandom:
     are stratified across the samples: every sample reads them at the same offsets (from
     ``SeedSequence((seed,))``), and for each operation sample ``i`` shifts them by ``s_i / count``
     of their range, modulo the range, ``s`` a random permutation of ``range(count)`` drawn per
-    operation (the same in every sample: :class:`_Strata`), so that of ``count`` samples rounding
+    operation (the same in every sample: :class:`_Common`), so that of ``count`` samples rounding
     a value at fractional position ``f`` between its neighbours, ``floor(count f)`` or
     ``ceil(count f)`` round up (Latin-hypercube sampling of each rounding; each sample alone
     still rounds with probability ``f``). The permutation changes from one operation to the
@@ -236,8 +273,9 @@ class SampleRandom:
         self.pools = pools
         self.index, self.count = index, count
         self._own = _Offsets((seed, index))
-        self._shared = None if count is None else _Offsets((seed,))
-        self._strata = None if count is None else _Strata(seed, index, count)
+        self._common = None if count is None else _Common.of(seed, count)
+        self._offset_position = 0  # of the common offsets
+        self._stratum_position = 0  # of the common strata
         self._arrays: dict[str, tuple[torch.Tensor, int]] = {}
 
     def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
@@ -245,13 +283,18 @@ class SampleRandom:
         view shifted for this sample's stratum)."""
         n = like.numel()
         size = pool_size(n)
-        stratified = self._strata is not None and kind in _STRATIFIED
+        common = self._common
+        stratified = common is not None and kind in _STRATIFIED
         pool, length = self._arrays.get(kind, (None, 0))
         if pool is None or length < size:
             pool = self.pools.pool(kind, n)
             self._arrays[kind] = (pool, pool.numel())
-        offsets = self._shared if stratified and self._shared is not None else self._own
-        start = offsets.below(size - n + 1)  # the same whatever ran before
+        # the same whatever ran before
+        if stratified and common is not None:
+            start = common.offset(self._offset_position) % (size - n + 1)
+            self._offset_position += 1
+        else:
+            start = self._own.below(size - n + 1)
         shape = like.shape
         strides = _STRIDES.get(shape)
         if strides is None:
@@ -261,14 +304,15 @@ class SampleRandom:
         # pool[start:start + n] in like's shape, one call (slicing and a view take two);
         # read only: callers never write into it
         values = pool.as_strided(shape, strides, start)
-        if not stratified or self.count is None or self._strata is None:
+        if not stratified or self.count is None or common is None:
             return values
         # (v + s / count) modulo the range: each element's v (uniform over the whole range)
         # rotates the strata, so that one sample's strata of the elements of an operation are
         # independent (a number reduced into the first stratum plus s / count would give every
         # element the same stratum in a sample: their errors would move together, and a
         # softmax, which cancels a common shift, showed 10 to 18% less spread)
-        stratum = self._strata.next()
+        stratum = common.stratum(self._stratum_position, self.index)
+        self._stratum_position += 1
         modulus = _STRATIFIED[kind]
         if modulus is None:
             return values.add(stratum / self.count).remainder_(1.0)
