@@ -420,3 +420,23 @@ def test_exact_memory_read_through_another_element_type_is_its_bits_reinterprete
         tracked = tracked / 3
         with pytest.raises(fp.UnsupportedOperation, match="another element type"):
             as_halves_kernel[(1,)](tracked, out, BLOCK=8)
+
+
+def test_a_posteriori_tracking_bounds_kernels_with_their_rigorous_rules() -> None:
+    """Inside ``track(mode="a_posteriori")`` a kernel's stores keep the rigorous enclosures
+    (they hold the exact value and this run's, as the mode promises) and PyTorch carries them
+    on a posteriori."""
+    x = torch.linspace(0.1, 0.9, 8) / 3
+    with fp.track(mode="a_posteriori"):
+        out = torch.empty(8)
+        scale_kernel[(1,)](x, out, 8, OTHER=0.0, BLOCK=8)
+        doubled = out * 2
+    bounds, after = fp.bounds_of(out), fp.bounds_of(doubled)
+    assert bounds is not None
+    assert after is not None
+    assert bounds.mode == after.mode == "a_posteriori"
+    exact = np.array([float(v) * 3 for v in x.double()])
+    assert bounds.contains(exact).all()
+    assert bounds.contains(out).all()
+    assert after.contains(2 * exact).all()
+    assert after.contains(doubled).all()
