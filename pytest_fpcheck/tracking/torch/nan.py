@@ -39,7 +39,7 @@ from ...interval.core import Interval
 from ..core.store import STORE
 from .context import RuleContext
 
-__all__ = ["propagate", "unbounded_mask"]
+__all__ = ["propagate", "unbounded_mask", "whole_line_outputs"]
 
 #: the rule itself moves whole lines to where their values go (module docstring)
 _MOVEMENT = frozenset(
@@ -163,6 +163,39 @@ def _may_be_unbounded(ctx: RuleContext, t: torch.Tensor) -> bool:
     return record is not None and record.unbounded
 
 
+def _masks(ctx: RuleContext, inputs: list[torch.Tensor]) -> dict[int, np.ndarray]:
+    """Each operand's possibly-NaN elements, by ``id``, for the operands that have some."""
+    masks: dict[int, np.ndarray] = {}
+    for t in inputs:
+        if id(t) not in masks and dtype_format(t.dtype) is not None and _may_be_unbounded(ctx, t):
+            mask = unbounded_mask(ctx.interval(t))
+            if mask.any():
+                masks[id(t)] = np.broadcast_to(mask, tuple(t.shape))
+    return masks
+
+
+def whole_line_outputs(
+    ctx: RuleContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor]
+) -> tuple[Interval, ...] | None:
+    """The whole line for every output, when every element of every output may depend on a
+    possibly-NaN operand element (what :func:`propagate` would make of any rule's result),
+    else None: a tracker may then skip the rule's arithmetic (in a backward pass after an
+    unbounded loss, every operation's). Floating outputs only; None when there is nothing to
+    propagate."""
+    if not outputs or any(dtype_format(t.dtype) is None for t in outputs):
+        return None
+    masks = _masks(ctx, inputs)
+    if not masks:
+        return None
+    whole = []
+    for output in outputs:
+        shape = tuple(output.shape)
+        if not np.broadcast_to(_dependent(ctx, masks, shape), shape).all():
+            return None
+        whole.append(Interval(np.full(shape, -np.inf), np.full(shape, np.inf)))
+    return tuple(whole)
+
+
 def propagate(
     ctx: RuleContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor], result: Any
 ) -> Any:
@@ -171,12 +204,7 @@ def propagate(
     skipped where nothing can be NaN: operands whose records hold no unbounded element are not
     read (:func:`_may_be_unbounded`), and an output every element of which depends on a
     possibly-NaN element becomes the whole line without looking at the rule's ends."""
-    masks: dict[int, np.ndarray] = {}
-    for t in inputs:
-        if id(t) not in masks and dtype_format(t.dtype) is not None and _may_be_unbounded(ctx, t):
-            mask = unbounded_mask(ctx.interval(t))
-            if mask.any():
-                masks[id(t)] = np.broadcast_to(mask, tuple(t.shape))
+    masks = _masks(ctx, inputs)
     intervals = list(result) if isinstance(result, (tuple, list)) else [result]
     for position, (output, interval) in enumerate(zip(outputs, intervals, strict=False)):
         if interval is None or dtype_format(output.dtype) is None:
