@@ -421,9 +421,9 @@ def classify(
         else:
             inside |= both_nan
         radius = own_radius
-    nonfinite = _nonfinite_mismatch(a, e)
     outside_mask = ~inside
     outside = int(np.count_nonzero(outside_mask))
+    nonfinite = int(np.count_nonzero(_nonfinite_mismatch(a, e) & outside_mask)) if outside else 0
     kind = "exact" if equal.all() else ("roundoff" if outside == 0 else "bug")
     resolved = resolution_of(
         a,
@@ -456,7 +456,7 @@ def classify(
         against="the exact result"
         if expected_bounds is not None and expected_bounds.mode == "exact"
         else "",
-        nonfinite_mismatches=int(np.count_nonzero(nonfinite & outside_mask)),
+        nonfinite_mismatches=nonfinite,
         tightness=_tightness(own_radius, a, fmt),
         resolved=resolved,
         max_resolution=threshold,
@@ -568,7 +568,9 @@ def _worst(
     fmt: Format,
     expected_bounds: Bounds | None,
 ) -> tuple[Offender | None, Excess | None]:
-    """The element farthest outside (or, when none is, nearest the edge), with its excess."""
+    """The element farthest outside, with its excess; (None, None) when none is."""
+    if not outside.any():
+        return None, None
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         if expected_bounds is not None:
             gap = np.maximum(expected_bounds.lo - bounds.hi, bounds.lo - expected_bounds.hi)
@@ -576,8 +578,6 @@ def _worst(
             gap = np.maximum(bounds.lo - e, e - bounds.hi)
         gap = np.where(np.isnan(gap), np.inf, gap)
         score = np.where(outside, gap, -np.inf)
-        if not outside.any():
-            return None, None
         flat = int(np.argmax(score))
         absolute = float(gap.flat[flat])
         r = float(radius.flat[flat])
