@@ -70,7 +70,7 @@ def test_whole_line_outputs_only_where_propagation_makes_everything_the_whole_li
         return propagated
 
     monkeypatch.setattr(mode, "_propagate_nan", checked)
-    with fp.track():
+    with fp.track(strict=True):  # strict: every rule runs, no shortcut, so both are compared
         results = program()
     assert whole(fp.bounds_of(results["unbounded"])).all()
     predicted = {name for name, said, _ in seen if said}
@@ -95,3 +95,22 @@ def test_skipping_bounded_operands_changes_no_enclosure(monkeypatch: pytest.Monk
         assert other is not None
         assert np.array_equal(bounds.lo, other.lo), name
         assert np.array_equal(bounds.hi, other.hi), name
+
+
+def test_the_whole_line_shortcut_changes_no_enclosure() -> None:
+    """Not strict, the tracker skips the rule of an operation whose every output element may
+    depend on a possibly-NaN operand; the enclosures are those of the rule and propagation
+    (strict runs every rule)."""
+    ends = {}
+    for strict in (False, True):
+        with fp.track(strict=strict):
+            results = program()
+        ends[strict] = {
+            name: (bounds.lo.copy(), bounds.hi.copy())
+            for name, value in results.items()
+            if (bounds := fp.bounds_of(value)) is not None
+        }
+    assert ends[False].keys() == ends[True].keys()
+    for name, (lo, hi) in ends[False].items():
+        np.testing.assert_array_equal(lo, ends[True][name][0])
+        np.testing.assert_array_equal(hi, ends[True][name][1])

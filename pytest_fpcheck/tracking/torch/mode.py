@@ -15,7 +15,8 @@ whose bounding fails inside this package, is a *gap* (:mod:`..core.gaps`): its f
 get the whole line, with a note naming it, and the tracker counts it; under ``strict=True`` it
 raises instead (``UnsupportedOperation``, or the internal error itself). Where an input may be
 NaN (its enclosure is the whole line), the output elements that may depend on it become the
-whole line too, by the operation's dependence structure (:mod:`.nan`), without running anything.
+whole line too, by the operation's dependence structure (:mod:`.nan`), without running anything;
+where every output element may, the rule's arithmetic is skipped (unless ``strict``).
 
 ``mode="a_posteriori"`` bounds what this run did instead of what any run could do (Higham,
 *Accuracy and Stability of Numerical Algorithms*, section 3.3, running error analysis: the
@@ -57,6 +58,7 @@ from . import rules as _rules  # noqa: F401  (registers the rules)
 from .context import RuleContext
 from .decompose import decomposition_rule
 from .nan import propagate as _propagate_nan
+from .nan import whole_line_outputs as _whole_line_outputs
 from .substitutes import SUBSTITUTES
 
 __all__ = ["MODES", "Tracker", "tensors"]
@@ -401,11 +403,19 @@ class Tracker(Interposer):
         observed = self.mode == "a_posteriori"
         ctx = RuleContext(call, out, self.sums, snapshot, observed=observed)
         ctx.notes.extend(stale_notes)
-        result = rule(ctx)
-        if any(r is not None and r.unbounded for _, r in records) or any(
+        unbounded = any(r is not None and r.unbounded for _, r in records) or any(
             _unbounded(i) for i in snapshot.values()
-        ):
-            result = _propagate_nan(ctx, inputs, outputs, result)
+        )
+        # every output element may depend on a possibly-NaN operand: the whole line whatever
+        # the rule says, so its arithmetic is skipped (a backward pass after an unbounded
+        # loss); under strict the rule still runs, so that a variant it refuses still raises
+        whole = _whole_line_outputs(ctx, inputs, outputs) if unbounded and not self.strict else None
+        if whole is not None:
+            result = whole
+        else:
+            result = rule(ctx)
+            if unbounded:
+                result = _propagate_nan(ctx, inputs, outputs, result)
         if observed:
             result = _joined(outputs, result)
         self.ops += 1
