@@ -46,6 +46,7 @@ import torch
 from ...adapters.torch import internal
 from ...errors import UnsupportedOperation
 from ...interval.bounds import Bounds
+from ...tracking.torch.mode import record_conversion
 from ...tracking.track import bounds_of, track
 from ..verdict import Verdict, classify
 from .reference import RecordedCall
@@ -65,18 +66,19 @@ def module_dtype(module: torch.nn.Module, fallback: torch.dtype) -> torch.dtype:
 
 
 def cast_to(dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A fresh copy of a tensor, floating ones in ``dtype``. Under tracking only the cast is
-    tracked (and bounded): the substitution of a format's extremes and the copies of integer
-    tensors bypass tracking, as they make no rounding (a recorded reference value is an exact
-    input)."""
+    """A fresh copy of a tensor, floating ones in ``dtype``. Only the cast is bounded: as a
+    posteriori tracking bounds ``aten._to_copy``, recorded directly (a recorded reference value
+    is an exact input); the substitution of a format's extremes and the copies of integer
+    tensors make no rounding."""
 
     def cast(t: torch.Tensor) -> torch.Tensor:
-        if t.is_floating_point():
-            with internal():
-                extremes = as_extremes_of(t, dtype)
-            return extremes.to(dtype, copy=True)
         with internal():
-            return t.clone()
+            if not t.is_floating_point():
+                return t.clone()
+            exact = as_extremes_of(t, dtype)
+            converted = exact.to(dtype, copy=True)
+        record_conversion(exact, converted)
+        return converted
 
     return cast
 

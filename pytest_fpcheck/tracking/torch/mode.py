@@ -61,7 +61,7 @@ from .nan import propagate as _propagate_nan
 from .nan import whole_line_outputs as _whole_line_outputs
 from .substitutes import SUBSTITUTES
 
-__all__ = ["MODES", "Tracker", "tensors"]
+__all__ = ["MODES", "Tracker", "record_conversion", "tensors"]
 
 MODES = ("rigorous", "probabilistic", "a_posteriori")
 
@@ -467,6 +467,23 @@ class Tracker(Interposer):
             record.provenance = (
                 provenance.merge(site=ctx.call.site, widening=own) if own > 0 else provenance
             )
+
+
+def record_conversion(exact: torch.Tensor, converted: torch.Tensor) -> None:
+    """Record, a posteriori, the enclosure of ``converted``, a conversion made untracked of
+    ``exact`` (values taken as exact, as an input is): what a posteriori tracking of
+    ``aten._to_copy`` gives (the module docstring's rule: the exact value joined to the
+    computed one), with the same site, without the dispatch (module checks cast every
+    replayed input). Nothing is recorded where the conversion is exact."""
+    joined = _joined([converted], Interval.point(float64_values(exact)))
+    if joined.is_point:
+        return
+    record = STORE.write(
+        converted, joined, provenance=Provenance(), mode="a_posteriori", owned=True
+    )
+    if record.max_radius > 0:
+        site = OpCall(torch.ops.aten._to_copy.default, (), {}).site  # this caller's
+        record.provenance = Provenance().merge(site=site, widening=record.max_radius)
 
 
 def _joined(outputs: list[torch.Tensor], result: Any) -> Any:
