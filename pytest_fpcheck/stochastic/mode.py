@@ -320,7 +320,8 @@ def _signature(flat: list[Any]) -> tuple[Any, ...]:
 class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Runs the operations of its block with random rounding, drawing from ``draw``.
     ``ops`` counts the results it rounded; ``overflowed`` names the first operation that made a
-    non-finite value from finite operands (None if none did). ``memo``: what the samples of one
+    non-finite value from finite operands (None if none did); ``dtypes`` holds the floating
+    dtypes of the results (the grids the run rounded onto). ``memo``: what the samples of one
     call share (the wide copies of the parameters, their norms), by default this run's own."""
 
     def __init__(self, draw: SampleRandom, memo: Memo | None = None) -> None:
@@ -330,6 +331,8 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.memo = Memo() if memo is None else memo
         self.ops = 0
         self.overflowed: str | None = None
+        #: the floating dtypes of the results (the grids this run rounded onto)
+        self.dtypes: set[torch.dtype] = set()
         self._suspect = False
 
     def __enter__(self) -> StochasticMode:
@@ -353,6 +356,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         format named ``format_name`` (float64: moved one step with probability 1/12 each)."""
         fmt = FORMATS[format_name]
         self.ops += 1
+        self.dtypes.add(getattr(torch, format_name))
         value = torch.from_numpy(np.array(wide, dtype=np.float64))
         kind = op.rsplit(".", 1)[-1]
         if kind in SCANS and axis is not None:
@@ -397,6 +401,9 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             return func(*args, **kwargs)
         self._suspect = False
         result = self._handle(func, functional, mutable, flat, floating, args, kwargs)
+        for leaf in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(leaf, torch.Tensor):
+                self.dtypes.add(leaf.dtype)
         if (
             self._suspect  # some result was not finite, or could round beyond the range
             and self.overflowed is None

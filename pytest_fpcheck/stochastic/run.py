@@ -15,7 +15,11 @@ Per element, from the ``N`` samples ``y_1 .. y_N``:
 * the interval ``m -+ (t s sqrt(1 + 1/N) + ulp(m))``: Student's prediction interval for one
   more run, which also holds the exact result (the samples are unbiased estimates of it),
   widened by one unit in the last place of the result's format (the gap the samples' grid
-  cannot resolve, and the rounding of a result whose samples all agree). CESTAC's interval of
+  cannot resolve, and the rounding of a result whose samples all agree), and at least the
+  smallest subnormal of every format the run's results were in: a value rounded onto a grid
+  far coarser than itself near zero (a bfloat16 1e-38 cast to float16, whose smallest subnormal
+  is 6e-8) rounds up with a probability 16 samples never see, so all of them give 0 while the
+  exact result is not. CESTAC's interval of
   the mean, ``t s / sqrt(N)``, is four times narrower but holds only the exact result of this
   program on these inputs: a reference usually also differs by the rounding of the inputs
   (weights stored in bfloat16 against a float64 model made from float32 weights) and by
@@ -75,6 +79,8 @@ class Sample:
     structure: str
     ops: int
     overflowed: str | None
+    #: the floating formats the run's results were in (the grids it rounded onto)
+    formats: tuple[str, ...] = ()
 
 
 def sample(
@@ -117,7 +123,11 @@ def sample(
             with torch.no_grad():
                 values.append(leaf.detach().to("cpu", torch.float64).numpy().copy())
             dtypes.append(str(leaf.dtype).removeprefix("torch."))
-    return Sample(tuple(values), tuple(dtypes), _dumps(structure), mode.ops, mode.overflowed)
+    names = (str(dtype).removeprefix("torch.") for dtype in mode.dtypes)
+    formats = tuple(sorted(name for name in names if name in FORMATS))
+    return Sample(
+        tuple(values), tuple(dtypes), _dumps(structure), mode.ops, mode.overflowed, formats
+    )
 
 
 #: the last structure serialised, and its serialisation (every sample of a call has the same);
@@ -232,9 +242,15 @@ def stochastic_bounds(
                 "fn", fn, "a callable whose results have the same structure on every run"
             )
     overflows = [run.overflowed for run in runs if run.overflowed is not None]
+    grids = {name for run in runs for name in run.formats}
     bounds = [
         _bounds(
-            np.stack([run.values[i] for run in runs]), first.dtypes[i], confidence, seed, overflows
+            np.stack([run.values[i] for run in runs]),
+            first.dtypes[i],
+            confidence,
+            seed,
+            overflows,
+            grids,
         )
         for i in range(len(first.values))
     ]
@@ -250,11 +266,18 @@ def _t_quantile(probability: float, freedom: int) -> float:
 
 
 def _bounds(
-    values: np.ndarray, dtype_name: str, confidence: float, seed: int, overflows: list[str]
+    values: np.ndarray,
+    dtype_name: str,
+    confidence: float,
+    seed: int,
+    overflows: list[str],
+    grids: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> Bounds:
     import torch
 
     fmt = FORMATS[dtype_name]
+    # what underflow on the run's coarsest grid near zero may take away unseen (module docstring)
+    floor = max(FORMATS[name].smallest_subnormal for name in grids | {dtype_name})
     count = values.shape[0]
     elements = max(int(np.prod(values.shape[1:])), 1)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -264,7 +287,8 @@ def _bounds(
     tau = _t_quantile(1 - (1 - confidence) / 2, count - 1)
     finite = np.isfinite(values).all(axis=0)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        radius = quantile * std * math.sqrt(1 + 1 / count) + ulp(np.where(finite, mean, 0.0), fmt)
+        gap = np.maximum(ulp(np.where(finite, mean, 0.0), fmt), floor)
+        radius = quantile * std * math.sqrt(1 + 1 / count) + gap
         lo = np.where(finite & (not overflows), mean - radius, -np.inf)
         hi = np.where(finite & (not overflows), mean + radius, np.inf)
         most = fmt.precision * math.log10(2)

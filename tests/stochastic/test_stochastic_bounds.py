@@ -65,6 +65,30 @@ def test_the_same_seed_gives_the_same_samples_and_none_records_the_one_drawn() -
     assert np.array_equal(drawn.lo, replay.lo)
 
 
+def _through_float16(v: torch.Tensor) -> torch.Tensor:
+    return torch.log1p(v.abs()).to(torch.float16).to(torch.bfloat16)
+
+
+def test_underflow_on_a_coarser_grid_is_inside_the_interval() -> None:
+    """A bfloat16 1e-38 cast to float16 (smallest subnormal 6e-8) rounds up with a probability
+    no 16 samples see: all give 0. The interval reaches float16's smallest subnormal around
+    every element of such a run (the random programs' false Type-II verdicts were these); a run
+    that stays in bfloat16 keeps bfloat16's floor, and a planted error is still caught."""
+    x = torch.tensor([1.2e-38, -7e-39, 2.2e-16, 1.5]).to(torch.bfloat16)
+    exact = np.log1p(np.abs(x.double().numpy()))
+    bounds = stochastic_bounds(_through_float16, x, seed=3)
+    assert (bounds.estimate.std[:2] == 0).all()  # every sample flushed them to zero
+    assert bounds.contains(exact).all()
+    # not a bug (inconclusive: half the elements are zeros whose interval is float16's floor)
+    verdict = fp.classify(_through_float16(x), torch.from_numpy(exact), bounds=bounds)
+    assert verdict.kind == "inconclusive"
+    assert verdict.outside == 0
+    alone = stochastic_bounds(lambda v: torch.log1p(v.abs()), x, seed=3)
+    assert (alone.radius[:2] < 1e-39).all()  # bfloat16's own floor: no float16 in the run
+    planted = torch.from_numpy(exact * (1 + 64 * 2.0**-8))
+    assert fp.classify(_through_float16(x), planted, bounds=bounds).kind == "bug"
+
+
 def test_integer_results_and_exact_operations_are_left_alone() -> None:
     x = torch.linspace(-3, 3, 50, dtype=torch.float32)
 
