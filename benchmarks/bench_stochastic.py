@@ -339,7 +339,7 @@ def _modules(buggy: torch.nn.Module, correct: torch.nn.Module, x: torch.Tensor) 
     first = comparison.first_bug
     kinds = [call.kind for call in comparison.calls]
     top = kinds[0] if kinds else "no calls"
-    found = "no bug" if first is None else f"first bug at {first.path}"
+    found = "no bug" if first is None else f"first bug at {first.name}"
     return f"{found} (whole model: {top})"
 
 
