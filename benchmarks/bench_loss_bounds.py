@@ -57,16 +57,10 @@ def main() -> None:
     print(
         f"{'model':8s} {'mode':13s} {'loss':>9s}  enclosure                  loss rel.  grad rel."
     )
+    sizes = {key: getattr(args, key) for key in ("hidden", "seq", "batch", "layers", "vocab")}
     for name in args.models.split(","):
         for mode in args.modes.split(","):
-            model, batch = scaled(
-                name,
-                hidden=args.hidden,
-                seq=args.seq,
-                batch=args.batch,
-                layers=args.layers,
-                vocab=args.vocab,
-            )
+            model, batch = scaled(name, **sizes)
             model.train()
             with fp.track(mode=mode):
                 loss = loss_of(name, model, batch)

@@ -239,7 +239,8 @@ def overflow_limits(mode: int, big: float, overflow: float) -> tuple[float, floa
 
 
 def _exponent(ax: NDArray[np.float64], fmt: Format) -> NDArray[np.int64]:
-    """floor(log2(ax)) clamped below at emin, exactly (via frexp; zero gives emin)."""
+    """floor(log2(|ax|)) clamped below at emin, exactly (via frexp, which ignores the sign;
+    zero gives emin)."""
     _, e = np.frexp(ax)
     exponent: NDArray[np.int64] = np.where(
         ax == 0, fmt.emin, np.maximum(e.astype(np.int64) - 1, fmt.emin)
@@ -337,7 +338,8 @@ def ulp(x: ArrayLike, fmt: Format | str) -> NDArray[np.float64]:
     fmt = format_of(fmt, argument="fmt")
     xs = _float64(x, "x")
     with np.errstate(invalid="ignore"):
-        e = _exponent(np.where(np.isfinite(xs), np.abs(xs), 1.0), fmt)
+        # frexp takes the sign and non-finite values as they are (the latter become NaN below)
+        e = _exponent(xs, fmt)
         result: NDArray[np.float64] = np.where(
             np.isfinite(xs), np.ldexp(1.0, e - fmt.precision + 1), np.nan
         )

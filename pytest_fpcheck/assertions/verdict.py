@@ -599,13 +599,9 @@ def _half_width(bounds: Bounds) -> np.ndarray:
 
 def _tightness(radius: np.ndarray, a: np.ndarray, fmt: Format) -> float | None:
     """The median radius of the enclosure (``radius``, the bounds' own) in ULPs of the actual
-    values' format (:func:`~pytest_fpcheck.formats.ulp`, by ``frexp``: 2 to the exponent of
-    |a|, clamped below at the format's smallest, less the precision less 1)."""
+    values' format (over the whole array, the non-finite values' NaN left out after)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        _, exponent = np.frexp(a)
-        exponent = np.where(a == 0, fmt.emin, np.maximum(exponent - 1, fmt.emin))
-        units = np.ldexp(1.0, exponent - (fmt.precision - 1))
-        ratio = radius / units
+        ratio = radius / ulp(a, fmt)
     finite = np.isfinite(radius) & np.isfinite(a)
     if not finite.any():
         return None

@@ -47,7 +47,7 @@ import concurrent.futures
 import math
 import pickle
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -271,13 +271,13 @@ def _bounds(
     confidence: float,
     seed: int,
     overflows: list[str],
-    grids: set[str] = frozenset(),  # type: ignore[assignment]
+    grids: Collection[str] = (),
 ) -> Bounds:
     import torch
 
     fmt = FORMATS[dtype_name]
     # what underflow on the run's coarsest grid near zero may take away unseen (module docstring)
-    floor = max(FORMATS[name].smallest_subnormal for name in grids | {dtype_name})
+    floor = max(FORMATS[name].smallest_subnormal for name in (dtype_name, *grids))
     count = values.shape[0]
     elements = max(int(np.prod(values.shape[1:])), 1)
     with np.errstate(invalid="ignore", over="ignore"):

@@ -146,3 +146,17 @@ def test_an_overwritten_buffer_is_what_was_written(overwrite) -> None:
     assert bounds is None or (bounds.lo == bounds.hi).all()
     scaled = fp.bounds_of(out)
     assert scaled is None or (scaled.radius < 1e-15).all()
+
+
+def test_a_nan_end_is_the_whole_line_not_dropped() -> None:
+    """Joining keeps what an enclosure does not know: a rule's NaN end (an undefined bound)
+    becomes the whole line, as a computed NaN does, and is never replaced by the computed
+    value alone."""
+    from pytest_fpcheck.interval.core import Interval
+    from pytest_fpcheck.tracking.torch.mode import _joined
+
+    computed = torch.tensor([1.0, 2.0, float("nan")])
+    rule = Interval(np.array([np.nan, 1.5, 0.0]), np.array([1.5, np.nan, 1.0]))
+    joined = _joined([computed], rule)
+    assert (joined.lo == -np.inf).all()
+    assert (joined.hi == np.inf).all()

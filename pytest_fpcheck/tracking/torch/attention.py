@@ -281,14 +281,14 @@ def _record_beside(
     with internal(), torch.no_grad():
         actual = output.detach().to(torch.float64).numpy()
     if record is not None and record.mode == "a_posteriori":
-        lo, hi = np.fmin(lo, actual), np.fmax(hi, actual)
+        lo, hi = np.minimum(lo, actual), np.maximum(hi, actual)  # NaN: outside, below
     with np.errstate(invalid="ignore"):
         outside = ~((lo <= actual) & (actual <= hi))
     notes = (
         *(record.notes if record is not None else ()),
         "value computed by the fused CPU attention kernel; bounds by ATen's math path",
     )
-    if outside.any():  # NaN: the whole line
+    if outside.any():
         lo[outside], hi[outside] = -np.inf, np.inf
         notes = (
             *notes,

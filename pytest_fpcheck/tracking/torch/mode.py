@@ -488,7 +488,8 @@ def record_conversion(exact: torch.Tensor, converted: torch.Tensor) -> None:
 
 def _joined(outputs: list[torch.Tensor], result: Any) -> Any:
     """Each floating output's enclosure joined to the values the run computed (the module
-    docstring's a posteriori rule); where a computed value is NaN, the whole line."""
+    docstring's a posteriori rule); where a computed value or an end is NaN, the whole line
+    (``np.minimum`` keeps a NaN end: ``fmin`` would drop it for the computed value)."""
     single = not isinstance(result, (tuple, list))
     intervals = [result] if single else list(result)
     for position, (tensor, interval) in enumerate(zip(outputs, intervals, strict=False)):
@@ -499,10 +500,10 @@ def _joined(outputs: list[torch.Tensor], result: Any) -> Any:
         hi = np.broadcast_to(interval.hi, value.shape)
         if interval.is_point and np.array_equal(lo, value, equal_nan=True):
             continue  # computed exactly: still a point
-        nan = np.isnan(value)
-        lo, hi = np.fmin(lo, value), np.fmax(hi, value)
-        if nan.any():
-            lo[nan], hi[nan] = -np.inf, np.inf
+        lo, hi = np.minimum(lo, value), np.maximum(hi, value)
+        undefined = np.isnan(lo) | np.isnan(hi)
+        if undefined.any():
+            lo[undefined], hi[undefined] = -np.inf, np.inf
         intervals[position] = Interval(lo, hi)
     return intervals[0] if single else intervals
 
