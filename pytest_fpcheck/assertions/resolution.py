@@ -37,7 +37,6 @@ import numpy as np
 
 from .threshold import (
     DEFAULT_MAX_RESOLUTION,
-    FACTOR_TWO,
     check_max_resolution,
     current_max_resolution,
     run_default,
@@ -52,7 +51,7 @@ __all__ = [
     "check_max_resolution",
     "current_max_resolution",
     "inconclusive_reason",
-    "resolution_of",
+    "resolution_from",
     "run_default",
 ]
 
@@ -69,53 +68,33 @@ class Resolution(NamedTuple):
     judged: int
 
 
-def _reach(
-    value: NDArray[np.float64], lo: NDArray[np.float64], hi: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    with np.errstate(invalid="ignore", over="ignore"):
-        reach = np.maximum(hi - value, value - lo)
-    # an exact element (lo == value == hi, infinities included) reaches nothing; an enclosure
-    # whose ends are NaN or infinite reaches everywhere
-    exact = (lo == value) & (hi == value)
-    result: NDArray[np.float64] = np.where(exact, 0.0, np.where(np.isnan(reach), np.inf, reach))
-    return result
-
-
 def median_of(values: NDArray[np.float64]) -> float:
     """The median of a non-empty 1-d array without NaN (infinities allowed), as ``np.median``
-    gives it, by one partition: a verdict takes two medians, and ``np.median``'s generality
-    costs more than the partition on the arrays of a module's call."""
+    gives it, by one partition: the upper middle element, and for an even size the largest of
+    the elements the partition put below it (a verdict takes two medians, and ``np.median``'s
+    generality costs more than this on the arrays of a module's call)."""
     middle = values.size // 2
+    parted = np.partition(values, middle)
+    high = parted[middle]
     if values.size % 2:
-        return float(np.partition(values, middle)[middle])
-    low, high = np.partition(values, (middle - 1, middle))[middle - 1 : middle + 1]
+        return float(high)
+    low = parted[:middle].max()
     with np.errstate(over="ignore", invalid="ignore"):
         return float((low + high) / 2)
 
 
-def resolution_of(
-    value: NDArray[np.float64],
-    lo: NDArray[np.float64],
-    hi: NDArray[np.float64],
-    *,
-    other: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]] | None = None,
+def resolution_from(
+    relative: NDArray[np.float64], factor2: int, unbounded: int
 ) -> Resolution | None:
-    """The resolution of the enclosure ``[lo, hi]`` of ``value`` (and, two-sided, of the
-    ``other`` side's ``(value, lo, hi)``); None when no element is finite."""
-    judged = np.isfinite(value)
-    if not judged.any():
+    """The :class:`Resolution` of the judged elements' relative reaches ``relative`` (of which
+    ``factor2`` are below 1/2 and ``unbounded`` come from an unbounded enclosure), as
+    :func:`~.summary.summarise` finds them in its pass; None when no element was judged."""
+    if not relative.size:
         return None
-    reach = _reach(value, lo, hi)
-    if other is not None:
-        reach = reach + _reach(*other)
-    reach, magnitude = reach[judged], np.abs(value[judged])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        relative = np.where(reach == 0, 0.0, reach / magnitude)
-    relative = np.where(np.isnan(relative), np.inf, relative)
     return Resolution(
         median=median_of(relative),
-        factor2=float(np.count_nonzero(relative < FACTOR_TWO)) / relative.size,
-        unbounded=int(np.count_nonzero(np.isinf(reach))),
+        factor2=factor2 / relative.size,
+        unbounded=unbounded,
         judged=int(relative.size),
     )
 

@@ -26,7 +26,10 @@ bounds recorded for it would be a soundness bug of this package, reported as
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,7 +37,7 @@ import numpy as np
 from ..adapters import as_float64, is_torch_tensor, storage_format
 from ..errors import InternalError, InvalidArgument
 from ..formats import Format, ulp
-from ..interval.bounds import Bounds, contains
+from ..interval.bounds import Bounds
 from ..interval.rounding import down_to, up_to
 from . import messages
 from .resolution import (
@@ -42,8 +45,9 @@ from .resolution import (
     current_max_resolution,
     inconclusive_reason,
     median_of,
-    resolution_of,
+    resolution_from,
 )
+from .summary import Summary, summarise
 
 __all__ = ["KINDS", "Excess", "Offender", "Verdict", "classify", "default_tolerances"]
 
@@ -286,30 +290,16 @@ def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
 
 
-def _allclose(
-    actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float, equal_nan: bool
-) -> Allclose:
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        difference = np.abs(actual - expected)
-        same = actual == expected  # equal infinities
-        ok = same | (difference <= atol + rtol * np.abs(expected))
-        if equal_nan:
-            ok |= np.isnan(actual) & np.isnan(expected)
-        relative = np.where(same, 0.0, difference / np.abs(expected))
-    finite_diff = np.where(np.isnan(difference) | same, -1.0, difference)
-    finite_rel = np.where(np.isnan(relative), -1.0, relative)
-    shape = tuple(actual.shape)
-    worst_abs = int(np.argmax(finite_diff)) if finite_diff.size else None
-    worst_rel = int(np.argmax(finite_rel)) if finite_rel.size else None
+def _allclose(found: Summary, rtol: float, atol: float, shape: tuple[int, ...]) -> Allclose:
     return Allclose(
         rtol,
         atol,
-        int(actual.size),
-        int(np.count_nonzero(~ok)),
-        float(max(finite_diff.flat[worst_abs], 0.0)) if worst_abs is not None else 0.0,
-        _index(worst_abs, shape) if worst_abs is not None else None,
-        float(max(finite_rel.flat[worst_rel], 0.0)) if worst_rel is not None else 0.0,
-        _index(worst_rel, shape) if worst_rel is not None else None,
+        math.prod(shape),
+        found.mismatched,
+        found.greatest_absolute,
+        _index(found.greatest_absolute_index, shape),
+        found.greatest_relative,
+        _index(found.greatest_relative_index, shape),
     )
 
 
@@ -387,57 +377,48 @@ def classify(
     shape = tuple(a.shape)
     rtol_value, atol_value = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
     default_rtol, default_atol = default_tolerances(fmt)
-    close = _allclose(
-        a,
-        e,
-        default_rtol if rtol_value is None else rtol_value,
-        default_atol if atol_value is None else atol_value,
-        equal_nan,
-    )
-    bounds = recorded_bounds(actual) if bounds is None else _check_bounds(bounds, "bounds", shape)
+    rtol_used = default_rtol if rtol_value is None else rtol_value
+    atol_used = default_atol if atol_value is None else atol_value
+    bounds = _read(actual, a) if bounds is None else _check_bounds(bounds, "bounds", shape)
     if expected_bounds is None:
-        expected_bounds = recorded_bounds(expected)
+        expected_bounds = _read(expected, e)
     else:
         expected_bounds = _check_bounds(expected_bounds, "expected_bounds", shape)
-    both_nan = np.isnan(a) & np.isnan(e)
-    with np.errstate(invalid="ignore"):
-        equal = (a == e) | (both_nan & equal_nan)
     if bounds is None:
-        return _fallback(a, e, fmt, shape, close, equal, equal_nan)
-    estimated_notes = _self_check(bounds, a, "actual")
-    own_radius = _half_width(bounds)  # computed once: it is used three times below
-    if expected_bounds is not None:
-        estimated_notes += _self_check(expected_bounds, e, "expected")
-        with np.errstate(invalid="ignore"):
-            lo = np.maximum(bounds.lo, expected_bounds.lo)
-            hi = np.minimum(bounds.hi, expected_bounds.hi)
-            inside = (lo <= hi) | (np.isnan(a) & np.isnan(e) & equal_nan)
-        radius = np.maximum(own_radius, _half_width(expected_bounds))
-    else:
-        inside, grid_note = _inside_one_sided(bounds, e, expected)
-        estimated_notes += grid_note
-        if not equal_nan:
-            inside &= ~both_nan
-        else:
-            inside |= both_nan
-        radius = own_radius
-    outside_mask = ~inside
-    outside = int(np.count_nonzero(outside_mask))
-    nonfinite = int(np.count_nonzero(_nonfinite_mismatch(a, e) & outside_mask)) if outside else 0
-    kind = "exact" if equal.all() else ("roundoff" if outside == 0 else "bug")
-    resolved = resolution_of(
+        return _fallback(a, e, fmt, shape, rtol_used, atol_used, equal_nan)
+    judged = partial(
+        summarise,
         a,
-        bounds.lo,
-        bounds.hi,
-        other=(e, expected_bounds.lo, expected_bounds.hi) if expected_bounds is not None else None,
+        e,
+        bounds,
+        expected_bounds=expected_bounds,
+        equal_nan=equal_nan,
+        rtol=rtol_used,
+        atol=atol_used,
+        fmt=fmt,
     )
+    found = judged(None)
+    grid_note: tuple[str, ...] = ()
+    if expected_bounds is None and found.raw_outside:
+        found, grid_note = _judged_on_grid(judged, found, bounds, expected)
+    estimated_notes = _self_check(bounds, a, "actual", found.self_outside, found.first_self_outside)
+    if expected_bounds is not None:
+        estimated_notes += _self_check(
+            expected_bounds,
+            e,
+            "expected",
+            found.expected_self_outside,
+            found.first_expected_self_outside,
+        )
+    estimated_notes += grid_note
+    outside = found.outside
+    kind = "exact" if found.all_equal else ("roundoff" if outside == 0 else "bug")
+    resolved = resolution_from(found.relative, found.factor2, found.unbounded)
     reason = inconclusive_reason(resolved, threshold) if kind == "roundoff" else None
     if reason is not None:
         kind = "inconclusive"
-    worst, excess = _worst(a, e, bounds, radius, outside_mask, fmt, expected_bounds)
-    offenders = tuple(
-        _offender(a, e, bounds, int(i), shape) for i in np.flatnonzero(outside_mask)[:5]
-    )
+    worst, excess = _worst(a, e, bounds, found, fmt, shape)
+    offenders = tuple(_offender(a, e, bounds, i, shape) for i in found.offenders)
     notes = (
         bounds.notes
         + (expected_bounds.notes if expected_bounds is not None else ())
@@ -451,13 +432,13 @@ def classify(
         worst_excess=excess,
         offenders=offenders,
         format=fmt,
-        allclose=close,
+        allclose=_allclose(found, rtol_used, atol_used, shape),
         two_sided=expected_bounds is not None,
         against="the exact result"
         if expected_bounds is not None and expected_bounds.mode == "exact"
         else "",
-        nonfinite_mismatches=nonfinite,
-        tightness=_tightness(own_radius, a, fmt),
+        nonfinite_mismatches=found.nonfinite,
+        tightness=median_of(found.ratio) if found.ratio.size else None,
         resolved=resolved,
         max_resolution=threshold,
         reason=reason or "",
@@ -472,10 +453,14 @@ def classify(
     )
 
 
-def _inside_one_sided(
-    bounds: Bounds, e: np.ndarray, expected: Any
-) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Where ``expected`` (without bounds of its own) lies in the enclosure of ``actual``.
+def _judged_on_grid(
+    judged: Callable[[tuple[np.ndarray, np.ndarray] | None], Summary],
+    found: Summary,
+    bounds: Bounds,
+    expected: Any,
+) -> tuple[Summary, tuple[str, ...]]:
+    """The one-sided verdict of an ``expected`` (without bounds of its own) some of whose
+    elements lie outside the enclosure of ``actual``.
 
     The rule: an ``expected`` stored in a format F coarser than float64 is at best the exact
     result rounded onto F, and any faithful rounding onto F of a value in [lo, hi] lies in
@@ -483,28 +468,17 @@ def _inside_one_sided(
     range it is judged against. Without it, an enclosure that hugs the exact value (a result
     rounded to nearest) would call a float32 reference's own last rounding a bug. Round-off
     ``expected`` accumulated before its last rounding is not bounded by anything: the note
-    says so (where some element lies outside the enclosure itself), and how to get a sound
-    reference."""
+    says so, and how to get a sound reference."""
     fmt = storage_format(expected, argument="expected")
     if fmt.precision >= 53:
-        return contains(bounds.lo, bounds.hi, e), ()
-    raw = contains(bounds.lo, bounds.hi, e)
-    if raw.all():
-        return raw, ()
-    inside = contains(down_to(bounds.lo, fmt), up_to(bounds.hi, fmt), e)
+        return found, ()
     note = (
         f"expected is stored in {fmt.name} and has no bounds of its own: it was judged as the "
         f"exact result rounded onto {fmt.name}, but any round-off it accumulated before its "
         "last rounding is not bounded; compute expected in float64, or under fp.track() for "
         "a two-sided verdict"
     )
-    return inside, (note,)
-
-
-def _nonfinite_mismatch(a: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Where the NaN and Inf positions of the two sides differ (compared before values)."""
-    mask: np.ndarray = (np.isnan(a) != np.isnan(e)) | ((np.isinf(a) | np.isinf(e)) & (a != e))
-    return mask
+    return judged((down_to(bounds.lo, fmt), up_to(bounds.hi, fmt))), (note,)
 
 
 def recorded_bounds(x: Any) -> Bounds | None:
@@ -517,34 +491,41 @@ def recorded_bounds(x: Any) -> Bounds | None:
     return bounds_of(x)
 
 
-def _self_check(bounds: Bounds, values: np.ndarray, name: str) -> tuple[str, ...]:
-    """A computed value outside its proven enclosure is a bug of this package
-    (:class:`InternalError`); outside stochastic bounds it is a note (a single run lies outside
-    the interval at the bounds' confidence, or ``name`` was not computed by the function the
-    bounds were estimated for)."""
-    inside = contains(bounds.lo, bounds.hi, values)
+def _read(x: Any, value: np.ndarray) -> Bounds | None:
+    """:func:`recorded_bounds` of ``x`` whose float64 ``value`` is in hand, its ends read in
+    place (the verdict only reads them)."""
+    if not is_torch_tensor(x):
+        return None
+    from ..tracking.track import recorded
+
+    return recorded(x, value, copy=False)
+
+
+def _self_check(
+    bounds: Bounds, values: np.ndarray, name: str, count: int, first: int
+) -> tuple[str, ...]:
+    """A computed value outside its proven enclosure (``count`` of them, the first at flat
+    index ``first``) is a bug of this package (:class:`InternalError`); outside stochastic
+    bounds it is a note (a single run lies outside the interval at the bounds' confidence, or
+    ``name`` was not computed by the function the bounds were estimated for)."""
+    if not count:
+        return ()
     if bounds.mode == "stochastic":
-        if inside.all():
-            return ()
-        count = int(np.count_nonzero(~inside))
         return (
             f"the computed {name} lies outside its stochastic interval at {count} / "
-            f"{inside.size} elements: a single run may (rarely, at the stated confidence), or "
+            f"{values.size} elements: a single run may (rarely, at the stated confidence), or "
             f"{name} was not computed by the function the bounds were estimated for",
         )
-    if not inside.all():
-        flat = int(np.flatnonzero(~inside)[0])
-        raise InternalError(
-            f"the computed {name} lies outside the enclosure recorded for it",
-            {
-                "index": _index(flat, tuple(values.shape)),
-                "value": float(values.flat[flat]),
-                "lo": float(bounds.lo.flat[flat]),
-                "hi": float(bounds.hi.flat[flat]),
-                "provenance": bounds.provenance.describe(),
-            },
-        )
-    return ()
+    raise InternalError(
+        f"the computed {name} lies outside the enclosure recorded for it",
+        {
+            "index": _index(first, tuple(values.shape)),
+            "value": float(values.flat[first]),
+            "lo": float(bounds.lo.flat[first]),
+            "hi": float(bounds.hi.flat[first]),
+            "provenance": bounds.provenance.describe(),
+        },
+    )
 
 
 def _offender(
@@ -563,49 +544,20 @@ def _worst(
     a: np.ndarray,
     e: np.ndarray,
     bounds: Bounds,
-    radius: np.ndarray,
-    outside: np.ndarray,
+    found: Summary,
     fmt: Format,
-    expected_bounds: Bounds | None,
+    shape: tuple[int, ...],
 ) -> tuple[Offender | None, Excess | None]:
     """The element farthest outside, with its excess; (None, None) when none is."""
-    if not outside.any():
+    if found.worst < 0:
         return None, None
+    flat, absolute, r = found.worst, found.gap, found.radius
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        if expected_bounds is not None:
-            gap = np.maximum(expected_bounds.lo - bounds.hi, bounds.lo - expected_bounds.hi)
-        else:
-            gap = np.maximum(bounds.lo - e, e - bounds.hi)
-        gap = np.where(np.isnan(gap), np.inf, gap)
-        score = np.where(outside, gap, -np.inf)
-        flat = int(np.argmax(score))
-        absolute = float(gap.flat[flat])
-        r = float(radius.flat[flat])
         radii = absolute / r if r > 0 else float("inf")
         reference = e.flat[flat] if np.isfinite(e.flat[flat]) else a.flat[flat]
         unit = float(ulp(reference, fmt)) if np.isfinite(reference) else float("nan")
         ulps = absolute / unit if unit > 0 else float("nan")
-    return _offender(a, e, bounds, flat, tuple(a.shape)), Excess(absolute, radii, ulps)
-
-
-def _half_width(bounds: Bounds) -> np.ndarray:
-    """(hi - lo) / 2 in float64 arithmetic (0 where lo == hi, infinities included): the
-    radius the message shows in ULPs and counts excesses in. Display only, so not rounded up
-    as :attr:`Bounds.radius` is (which costs a pass of outward rounding per verdict)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        half: np.ndarray = np.where(bounds.lo == bounds.hi, 0.0, 0.5 * (bounds.hi - bounds.lo))
-    return half
-
-
-def _tightness(radius: np.ndarray, a: np.ndarray, fmt: Format) -> float | None:
-    """The median radius of the enclosure (``radius``, the bounds' own) in ULPs of the actual
-    values' format (over the whole array, the non-finite values' NaN left out after)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        ratio = radius / ulp(a, fmt)
-    finite = np.isfinite(radius) & np.isfinite(a)
-    if not finite.any():
-        return None
-    return median_of(ratio[finite])
+    return _offender(a, e, bounds, flat, shape), Excess(absolute, radii, ulps)
 
 
 def _why_untracked() -> tuple[str, ...]:
@@ -621,37 +573,24 @@ def _fallback(
     e: np.ndarray,
     fmt: Format,
     shape: tuple[int, ...],
-    close: Allclose,
-    equal: np.ndarray,
+    rtol: float,
+    atol: float,
     equal_nan: bool,
 ) -> Verdict:
-    with np.errstate(invalid="ignore", over="ignore"):
-        ok = equal | (np.abs(a - e) <= close.atol + close.rtol * np.abs(e))
-        if equal_nan:
-            ok |= np.isnan(a) & np.isnan(e)
-    outside_mask = ~ok
-    outside = int(np.count_nonzero(outside_mask))
-    kind = "exact" if equal.all() else ("close" if outside == 0 else "bug")
+    found = summarise(a, e, None, None, None, equal_nan=equal_nan, rtol=rtol, atol=atol, fmt=fmt)
+    close = _allclose(found, rtol, atol, shape)
+    kind = "exact" if found.all_equal else ("close" if found.outside == 0 else "bug")
     offenders = tuple(
-        Offender(
-            _index(int(i), shape), float(a.flat[i]), float(e.flat[i]), float("nan"), float("nan")
-        )
-        for i in np.flatnonzero(outside_mask)[:5]
+        Offender(_index(i, shape), float(a.flat[i]), float(e.flat[i]), math.nan, math.nan)
+        for i in found.offenders
     )
     worst = None
-    if close.greatest_absolute_index is not None and outside:
-        i = int(np.ravel_multi_index(close.greatest_absolute_index, shape)) if shape else 0
-        worst = Offender(
-            close.greatest_absolute_index,
-            float(a.flat[i]),
-            float(e.flat[i]),
-            float("nan"),
-            float("nan"),
-        )
-    nonfinite = _nonfinite_mismatch(a, e)
+    if found.outside:
+        i = found.greatest_absolute_index
+        worst = Offender(_index(i, shape), float(a.flat[i]), float(e.flat[i]), math.nan, math.nan)
     return Verdict(
         kind=kind,
-        outside=outside,
+        outside=found.outside,
         total=int(a.size),
         worst_index=worst.position if worst is not None else None,
         worst_excess=None,
@@ -659,7 +598,7 @@ def _fallback(
         format=fmt,
         allclose=close,
         fallback=True,
-        nonfinite_mismatches=int(np.count_nonzero(nonfinite & outside_mask)),
+        nonfinite_mismatches=found.nonfinite,
         notes=(
             "no round-off bounds were recorded for actual: compared with rtol/atol only",
             *_why_untracked(),

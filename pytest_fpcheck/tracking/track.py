@@ -16,7 +16,7 @@ where they differ.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from ..adapters.torch import dtype_format, tensor_to_float64
 from ..errors import InvalidArgument
 from ..formats import FORMATS
 from ..interval.bounds import Bounds
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 from .core.store import STORE
 from .torch.mode import Tracker, tensors
 
@@ -73,6 +76,15 @@ def bounds_of(x: Any) -> Bounds | None:
     integers or booleans (exact values: no round-off bounds).
 
     Raises StaleBoundsError when ``x`` was modified in place after its bounds were recorded."""
+    return recorded(x)
+
+
+def recorded(
+    x: Any, value: NDArray[np.float64] | None = None, *, copy: bool = True
+) -> Bounds | None:
+    """:func:`bounds_of` for a caller that already holds ``x``'s float64 ``value`` and, without
+    ``copy``, only reads the ends (views of the store's arrays, valid until the next tracked
+    write: a verdict's)."""
     if not is_torch_tensor(x) or dtype_format(x.dtype) is None:
         return None
     record = STORE.record_of(x)
@@ -81,9 +93,13 @@ def bounds_of(x: Any) -> Bounds | None:
     interval = STORE.read(x)
     if interval is None or record.format is None:  # freed and rewritten since: untracked
         return None
-    value = tensor_to_float64(x, argument="x")
-    lo = np.array(interval.lo, dtype=np.float64)
-    hi = lo.copy() if interval.is_point else np.array(interval.hi, dtype=np.float64)
+    if value is None:
+        value = tensor_to_float64(x, argument="x")
+    if copy:
+        lo = np.array(interval.lo, dtype=np.float64)
+        hi = lo.copy() if interval.is_point else np.array(interval.hi, dtype=np.float64)
+    else:
+        lo, hi = interval.lo, interval.hi
     return Bounds(
         lo, hi, value, x.dtype, record.format, record.provenance, record.mode, record.notes
     )

@@ -15,7 +15,8 @@ import pytest
 import pytest_fpcheck as fp
 from pytest_fpcheck.assertions.resolution import (
     DEFAULT_MAX_RESOLUTION,
-    resolution_of,
+    Resolution,
+    median_of,
     run_default,
 )
 from pytest_fpcheck.interval.bounds import Bounds
@@ -29,6 +30,16 @@ F64 = fp.format_of("float64")
 
 def bounds(lo: list[float], hi: list[float], value: list[float]) -> Bounds:
     return Bounds(np.array(lo), np.array(hi), np.array(value), np.float64, F64)
+
+
+def resolution_of(value, lo, hi, other=None) -> Resolution | None:
+    """The resolution a verdict states for ``value`` in ``[lo, hi]`` (two-sided: against
+    ``other``'s value in its enclosure)."""
+    own = Bounds(np.asarray(lo), np.asarray(hi), np.asarray(value), np.float64, F64)
+    if other is None:
+        return fp.classify(own.value, own.value, bounds=own).resolved
+    theirs = Bounds(*(np.asarray(x) for x in (other[1], other[2], other[0])), np.float64, F64)
+    return fp.classify(own.value, theirs.value, bounds=own, expected_bounds=theirs).resolved
 
 
 def test_resolution_is_the_median_relative_reach_to_the_farther_end() -> None:
@@ -224,3 +235,15 @@ def test_shallow_correct_code_is_still_roundoff(dtype: torch.dtype) -> None:
     assert verdict.resolution is not None
     assert verdict.resolution < 0.05
     assert fp.classify(y, 2 * reference).kind == "bug"
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 8, 101, 2048])
+def test_median_of_is_numpys_median(size: int) -> None:
+    rng = np.random.default_rng(size)
+    values = rng.standard_normal(size) * 10.0 ** rng.integers(-300, 300, size)
+    values[rng.random(size) < 0.2] = np.inf
+    values[rng.random(size) < 0.1] = values[0]  # ties
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = np.median(values)
+    got = median_of(values)
+    assert got == expected or (np.isnan(got) and np.isnan(expected))
