@@ -84,3 +84,52 @@ def test_cuda_convolutions_follow_cudnns_own_tf32_flag() -> None:
     finally:
         cudnn.allow_tf32, matmul.allow_tf32 = saved[0], saved[1]
         torch.set_float32_matmul_precision(saved[2])
+
+
+def _conv1d_in_float16(x: torch.Tensor, w: torch.Tensor, order: list[int]) -> torch.Tensor:
+    """A valid 1-d convolution of float16 tensors with every product and partial sum rounded
+    to float16, the terms added in ``order`` (what a CPU kernel that accumulates in the
+    tensor's format may compute)."""
+    batch, _, length = x.shape
+    out_channels, in_channels, width = w.shape
+    terms = [(c, j) for c in range(in_channels) for j in range(width)]
+    out = torch.zeros(batch, out_channels, length - width + 1, dtype=torch.float16)
+    for b in range(batch):
+        for o in range(out_channels):
+            for t in range(length - width + 1):
+                total = torch.zeros((), dtype=torch.float16)
+                for index in order:
+                    c, j = terms[index]
+                    total = total + x[b, c, t + j] * w[o, c, j]  # each op rounded to float16
+                out[b, o, t] = total
+    return out
+
+
+def test_accumulating_in_format_bounds_a_kernel_that_rounds_its_partial_sums() -> None:
+    """Under ``accumulating_in_format`` a float16 CPU convolution's enclosure holds a
+    convolution computed entirely in float16, in any order; the float32 model (the default)
+    does not hold it: the wider model is needed, and only it is wide enough."""
+    from pytest_fpcheck.tracking.core.policy import accumulating_in_format
+
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 6, 12, generator=generator).to(torch.float16)
+    w = torch.randn(3, 6, 5, generator=generator).to(torch.float16)
+    k = 6 * 5
+    orders = [list(range(k)), list(reversed(range(k)))]
+    orders += [torch.randperm(k, generator=generator).tolist() for _ in range(3)]
+    emulated = [_conv1d_in_float16(x, w, order) for order in orders]
+
+    assert matmul_precision(F["float16"], torch.device("cpu")).accumulate.name == "float32"
+    with accumulating_in_format():
+        assert matmul_precision(F["float16"], torch.device("cpu")).accumulate.name == "float16"
+        assert matmul_precision(F["float32"], torch.device("cpu")).accumulate.name == "float32"
+        with fp.track(strict=True):
+            wide = torch.nn.functional.conv1d(x, w)
+    assert matmul_precision(F["float16"], torch.device("cpu")).accumulate.name == "float32"
+    for value in emulated:
+        assert fp.bounds_of(wide).contains(value).all()
+
+    with fp.track(strict=True):
+        tight = torch.nn.functional.conv1d(x, w)
+    outside = sum(int((~fp.bounds_of(tight).contains(value)).sum()) for value in emulated)
+    assert outside > 0

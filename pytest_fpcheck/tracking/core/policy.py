@@ -22,6 +22,9 @@ gamma_{n} (rigorous), Higham and Mary's probabilistic factor, or a revealed summ
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,6 +36,7 @@ from ...interval.core import gamma, gamma_probabilistic
 __all__ = [
     "TENSOR_CORE_WIDTHS",
     "MatmulPrecision",
+    "accumulating_in_format",
     "SumBound",
     "compute_format",
     "dot_factor",
@@ -57,9 +61,31 @@ class MatmulPrecision:
     faithful: bool
 
 
+#: set within :func:`accumulating_in_format`
+_IN_FORMAT: ContextVar[bool] = ContextVar("fpcheck_accumulating_in_format", default=False)
+
+
+@contextmanager
+def accumulating_in_format() -> Iterator[None]:
+    """Within it, CPU products of float16 and bfloat16 tensors are modelled as computed
+    entirely in their own format (every product and partial sum rounded to nearest in it, any
+    order), the widest model of a CPU kernel. Some CPU kernels do round partial results to
+    the tensor's format: float16 ``convolution_backward`` on an AVX-512 CPU without oneDNN
+    float16 support (AMD EPYC, torch 2.13.0) accumulates its gradients in float16, up to 65
+    ULPs off the float32 accumulation's rounding. The decompositions' last attempt
+    (:mod:`pytest_fpcheck.tracking.torch.decompose`) bounds such kernels with it."""
+    token = _IN_FORMAT.set(True)
+    try:
+        yield
+    finally:
+        _IN_FORMAT.reset(token)
+
+
 def matmul_precision(fmt: Format, device: torch.device) -> MatmulPrecision:
     """The matmul model for ``fmt`` tensors on ``device`` (see the module docstring)."""
     if device.type == "cpu":
+        if _IN_FORMAT.get() and fmt.precision < _F32.precision:
+            return MatmulPrecision(None, fmt, faithful=False)
         return MatmulPrecision(None, compute_format(fmt), faithful=False)
     matmul = torch.backends.cuda.matmul
     if fmt.name == "float16" and matmul.allow_fp16_reduced_precision_reduction:

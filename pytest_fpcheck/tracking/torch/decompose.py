@@ -22,7 +22,10 @@ kernel, the tracker bounds it with its decomposition:
    during the evaluation is an internal error. Float16 and bfloat16 operands are first widened to
    float32; if the kernel's value misses that (tighter) enclosure, the decomposition is run
    again in the operands' own formats, each step's enclosure rounded outward onto the narrow
-   format, which holds that step computed in float32 as well.
+   format, which holds that step computed in float32 as well; if it misses that too, once more
+   with its products accumulated in the narrow format
+   (:func:`~pytest_fpcheck.tracking.core.policy.accumulating_in_format`: some CPUs' float16
+   convolution backward kernels round their partial sums to float16).
 3. The enclosure of each of the decomposition's results holds the exact value of the
    mathematical function both compute (every rule encloses the exact result of its operation
    over its operands' enclosures, and the decomposition computes the same function). The
@@ -34,6 +37,7 @@ kernel, the tracker bounds it with its decomposition:
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +50,7 @@ from ...errors import InternalError, UnsupportedOperation
 from ...interval.bounds import contains
 from ...interval.core import Interval
 from ..core.interpose import OpCall
+from ..core.policy import accumulating_in_format
 from ..core.store import STORE
 from .context import RuleContext
 
@@ -641,9 +646,11 @@ def _by_decomposition(
     def rule(ctx: RuleContext) -> list[Interval | None]:
         operands = _tensors(list(call.args)) + _tensors(list(call.kwargs.values()))
         versions = [t._version for t in operands]
-        widths = [True, False] if any(t.dtype in _REDUCED for t in operands) else [False]
-        for widen in widths:
-            results = _replica_bounds(ctx, call, reentered, decomposition, widen)
+        reduced = any(t.dtype in _REDUCED for t in operands)
+        attempts = [(True, False), (False, False), (False, True)] if reduced else [(False, False)]
+        for widen, in_format in attempts:
+            with accumulating_in_format() if in_format else contextlib.nullcontext():
+                results = _replica_bounds(ctx, call, reentered, decomposition, widen)
             if [t._version for t in operands] != versions:
                 raise InternalError(f"the decomposition of {call.name} modified an operand")
             if results is not None:
