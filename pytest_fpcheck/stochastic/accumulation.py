@@ -134,23 +134,19 @@ def _product_sigma(
     scale: float = 1.0,
 ) -> torch.Tensor:
     """``a @ b`` (matrices, batches of them, or a matrix and a vector): the sequential model
-    with ``Q_ij = |a_i|**2 |b_j|**2 / K``, in three operations on the result's shape (four for
-    batches)."""
+    with ``Q_ij = |a_i|**2 |b_j|**2 / K``, in four operations on the result's shape. Only
+    element-wise operations and row norms, which give each sample the same bits whether the
+    samples run one at a time or as one batch (:mod:`pytest_fpcheck.stochastic.batched`; a fused
+    ``addr``, one operation less, is decomposed under ``vmap`` and rounds differently)."""
     k = a.shape[-1]
     base = KAPPA * u * u * k
     cross = base * scale * scale / (6 * k)
     rows = _row_squares(a, memo).to(total.dtype)
-    if total.dim() == 2 and b.dim() == 2:
-        # a matrix product: the outer product and the scaled squares in one operation
-        columns = _row_squares(b.transpose(-1, -2), memo).to(total.dtype)
-        return torch.addr(total.square(), rows, columns, beta=base / 3, alpha=cross).sqrt_()
     variance = total.square().mul_(base / 3)
     if b.dim() == 1:
-        variance.add_(rows, alpha=cross * float(_row_squares(b, memo)))
-    else:
-        columns = _row_squares(b.transpose(-1, -2), memo).to(total.dtype)
-        variance.addcmul_(rows.unsqueeze(-1), columns.unsqueeze(-2), value=cross)
-    return variance.sqrt_()
+        return variance.add_(rows, alpha=cross * float(_row_squares(b, memo))).sqrt_()
+    columns = _row_squares(b.transpose(-1, -2), memo).to(total.dtype)
+    return torch.addcmul(variance, rows.unsqueeze(-1), columns.unsqueeze(-2), value=cross).sqrt_()
 
 
 def _alpha(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:

@@ -69,7 +69,7 @@ from .accumulation import (
 )
 from .memo import Memo
 from .rounding import (
-    SampleRandom,
+    Draw,
     add_noise,
     in_range,
     perturb_in_place_format,
@@ -324,7 +324,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     dtypes of the results (the grids the run rounded onto). ``memo``: what the samples of one
     call share (the wide copies of the parameters, their norms), by default this run's own."""
 
-    def __init__(self, draw: SampleRandom, memo: Memo | None = None) -> None:
+    def __init__(self, draw: Draw, memo: Memo | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.draw = draw
         #: functions of the parameters, shared with the call's other samples
@@ -394,16 +394,28 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs = kwargs or {}
         functional, passes, mutable = _describe(func)
         if passes or (functional == "aten.index_put" and not _accumulate(args, kwargs)):
-            return func(*args, **kwargs)
+            return self._call(func, args, kwargs)
         flat = _leaves(args) + _leaves(tuple(kwargs.values()))
         floating = [v for v in flat if isinstance(v, torch.Tensor) and v.dtype in _FORMATS]
         if not floating:
-            return func(*args, **kwargs)
+            return self._call(func, args, kwargs)
         self._suspect = False
         result = self._handle(func, functional, mutable, flat, floating, args, kwargs)
         for leaf in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(leaf, torch.Tensor):
                 self.dtypes.add(leaf.dtype)
+        self._check_overflow(functional, result, floating)
+        return result
+
+    # what a batch of samples (pytest_fpcheck.stochastic.batched) does its own way
+
+    def _call(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run the operation (here: as it is)."""
+        return func(*args, **kwargs)
+
+    def _check_overflow(self, functional: str, result: Any, floating: list[torch.Tensor]) -> None:
+        """Record ``functional`` as the run's overflow if it made a non-finite value from finite
+        operands (looked at only when a rounding found a value out of range)."""
         if (
             self._suspect  # some result was not finite, or could round beyond the range
             and self.overflowed is None
@@ -411,7 +423,27 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             and all(map(_all_finite, floating))
         ):
             self.overflowed = functional
-        return result
+
+    def _note_range(self, x: torch.Tensor, fmt: Format) -> bool:
+        """Is ``x`` finite and within ``fmt``'s range? If not, the operation is suspect."""
+        finite = in_range(x, fmt)
+        self._suspect |= not finite
+        return finite
+
+    def _sigma(
+        self,
+        functional: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        total: torch.Tensor,
+        u: float,
+    ) -> torch.Tensor | None:
+        """The standard deviation of the accumulation's rounding (None: no accumulation)."""
+        return accumulation_sigma(functional, args, kwargs, total, u, self.memo)
+
+    def _spread(self, wide: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """A conversion's source in the shape of its result."""
+        return wide.expand(out.shape)
 
     def _handle(
         self,
@@ -433,25 +465,25 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 widen = _widen_float32 if mutable else self._widened_float32
                 wide_args, wide_kwargs = _map_arguments(widen, args, kwargs)
                 try:
-                    wide = func(*wide_args, **wide_kwargs)
+                    wide = self._call(func, wide_args, wide_kwargs)
                 except RuntimeError:  # a kernel without float64: its own result, perturbed
                     wide, wide_args, wide_kwargs = None, args, kwargs
-            out = func(*args, **kwargs)
+            out = self._call(func, args, kwargs)
             return self._round_outputs(
                 out, out if wide is None else wide, functional, wide_args, wide_kwargs, mutable
             )
         if mutable:
             wide_args, wide_kwargs = _map_arguments(_widen, args, kwargs)  # copies
-            wide = func(*wide_args, **wide_kwargs)
-            out = func(*args, **kwargs)
+            wide = self._call(func, wide_args, wide_kwargs)
+            out = self._call(func, args, kwargs)
             return self._round_outputs(out, wide, functional, wide_args, wide_kwargs, True)
         targets = self._target_dtypes(func, flat, args, kwargs)
         wide_args, wide_kwargs = _map_arguments(self._widened, args, kwargs)
         try:
-            wide = func(*wide_args, **wide_kwargs)
+            wide = self._call(func, wide_args, wide_kwargs)
         except RuntimeError:
             # a kernel that insists on its operand types: its own result, perturbed
-            out = func(*args, **kwargs)
+            out = self._call(func, args, kwargs)
             return self._round_outputs(out, out, functional, args, kwargs, False)
         leaves, rebuild = _results(wide)
         return rebuild(
@@ -487,7 +519,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         key = (func, _signature(flat))
         dtypes = _RESULT_DTYPES.get(key)
         if dtypes is None:
-            leaves, _ = _results(func(*args, **kwargs))
+            leaves, _ = _results(self._call(func, args, kwargs))
             dtypes = [leaf.dtype if isinstance(leaf, torch.Tensor) else None for leaf in leaves]
             _RESULT_DTYPES[key] = dtypes
         return dtypes
@@ -508,19 +540,17 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         sigma = None
         if functional in ACCUMULATIONS:
             accumulator = _FLOAT64 if target == torch.float64 else _FLOAT32
-            sigma = accumulation_sigma(
-                functional, args, kwargs, wide, accumulator.unit_roundoff, self.memo
-            )
+            sigma = self._sigma(functional, args, kwargs, wide, accumulator.unit_roundoff)
         if wide.dtype != target and _narrower(target, wide.dtype):
             value = wide if sigma is None else add_noise(wide, sigma, self.draw)
             return self._onto(value, target, fmt)
         own = wide.to(target)
         if sigma is None:
-            self._suspect |= not in_range(own, fmt)
+            self._note_range(own, fmt)
             return perturb_in_place_format(own, self.draw)
         if target == torch.float64:
             noisy = add_noise(own, sigma, self.draw)
-            self._suspect |= not in_range(noisy, fmt)
+            self._note_range(noisy, fmt)
             return perturb_in_place_format(noisy, self.draw)
         wider = torch.float64 if target == torch.float32 else torch.float32
         return self._onto(add_noise(own.to(wider), sigma, self.draw), target, fmt)
@@ -528,8 +558,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def _onto(self, value: torch.Tensor, target: torch.dtype, fmt: Format) -> torch.Tensor:
         """``value`` stochastically rounded onto ``target``; a value that is not finite, or
         that may round beyond the format's range, makes this operation suspect of overflow."""
-        finite = in_range(value, fmt)
-        self._suspect |= not finite
+        finite = self._note_range(value, fmt)
         return round_stochastic(value, target, fmt, self.draw, finite=finite)
 
     def _round_outputs(
@@ -566,7 +595,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs: dict[str, Any],
     ) -> Any:
         """A conversion: a stochastic rounding of the source where the target is narrower."""
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         source = args[1] if functional == "aten.copy" else args[0]
         if (
             not isinstance(source, torch.Tensor)
@@ -578,7 +607,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         wide = source.to(
             out.device, torch.float64 if source.dtype == torch.float64 else torch.float32
         )
-        value = self._onto(wide.expand(out.shape), out.dtype, _FORMATS[out.dtype])
+        value = self._onto(self._spread(wide, out), out.dtype, _FORMATS[out.dtype])
         self.ops += 1
         if func._schema.is_mutable:
             out.copy_(value)

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = [
+    "BatchRandom",
     "Pools",
     "SampleRandom",
     "add_noise",
@@ -278,45 +279,156 @@ class SampleRandom:
         self._stratum_position = 0  # of the common strata
         self._arrays: dict[str, tuple[torch.Tensor, int]] = {}
 
-    def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
-        """``like.numel()`` numbers of ``kind`` in ``like``'s shape (a view of a pool, or the
-        view shifted for this sample's stratum)."""
-        n = like.numel()
+    def pool(self, kind: str, n: int) -> torch.Tensor:
+        """The pool of ``kind`` that ``n`` numbers are read from (kept for the run)."""
         size = pool_size(n)
-        common = self._common
-        stratified = common is not None and kind in _STRATIFIED
         pool, length = self._arrays.get(kind, (None, 0))
         if pool is None or length < size:
             pool = self.pools.pool(kind, n)
             self._arrays[kind] = (pool, pool.numel())
-        # the same whatever ran before
-        if stratified and common is not None:
+        return pool
+
+    def locate(self, kind: str, n: int) -> tuple[int, int | None]:
+        """Where this sample reads its next ``n`` numbers of ``kind``: the start in the pool and,
+        for a stratified kind, the sample's stratum (None otherwise); advances its positions."""
+        size = pool_size(n)
+        common = self._common
+        if common is not None and kind in _STRATIFIED:
             start = common.offset(self._offset_position) % (size - n + 1)
+            stratum = common.stratum(self._stratum_position, self.index)
             self._offset_position += 1
-        else:
-            start = self._own.below(size - n + 1)
+            self._stratum_position += 1
+            return start, stratum
+        return self._own.below(size - n + 1), None
+
+    def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
+        """``like.numel()`` numbers of ``kind`` in ``like``'s shape (a view of a pool, or the
+        view shifted for this sample's stratum)."""
+        n = like.numel()
+        pool = self.pool(kind, n)
+        # the same whatever ran before
+        start, stratum = self.locate(kind, n)
         shape = like.shape
-        strides = _STRIDES.get(shape)
-        if strides is None:
-            if len(_STRIDES) > 4096:  # a program of ever new shapes: forget them
-                _STRIDES.clear()
-            strides = _STRIDES[shape] = _contiguous_strides(shape)
         # pool[start:start + n] in like's shape, one call (slicing and a view take two);
         # read only: callers never write into it
-        values = pool.as_strided(shape, strides, start)
-        if not stratified or self.count is None or common is None:
+        values = pool.as_strided(shape, _strides(shape), start)
+        if stratum is None or self.count is None:
             return values
         # (v + s / count) modulo the range: each element's v (uniform over the whole range)
         # rotates the strata, so that one sample's strata of the elements of an operation are
         # independent (a number reduced into the first stratum plus s / count would give every
         # element the same stratum in a sample: their errors would move together, and a
         # softmax, which cancels a common shift, showed 10 to 18% less spread)
-        stratum = common.stratum(self._stratum_position, self.index)
-        self._stratum_position += 1
         modulus = _STRATIFIED[kind]
         if modulus is None:
             return values.add(stratum / self.count).remainder_(1.0)
         return values.add((stratum * modulus) // self.count).bitwise_and_(modulus - 1)
+
+
+def _strides(shape: torch.Size) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of ``shape`` (remembered per shape)."""
+    strides = _STRIDES.get(shape)
+    if strides is None:
+        if len(_STRIDES) > 4096:  # a program of ever new shapes: forget them
+            _STRIDES.clear()
+        strides = _STRIDES[shape] = _contiguous_strides(shape)
+    return strides
+
+
+class BatchRandom:
+    """What the ``count`` samples of a run draw when they run together, as one batch along a
+    leading dimension (:mod:`pytest_fpcheck.stochastic.batched`): :meth:`take` gives
+    ``(count, *shape)`` numbers whose row ``i`` is, bit for bit, what
+    ``SampleRandom(pools, seed, i, count).take`` gives at the same point of sample ``i``'s run.
+    While every sample has read the common numbers up to the same operation (they all round
+    the same operations), the stratified pools are read at one offset (a view) and shifted by
+    each row's stratum (one addition over the batch); :meth:`row` hands one sample's own
+    generator to a rounding only some rows make (a float16 subnormal), after which each row's
+    positions are followed separately, until :meth:`realign` finds them together again."""
+
+    def __init__(self, pools: Pools, seed: int, count: int) -> None:
+        self.rows = count
+        self.samples = [SampleRandom(pools, seed, index, count) for index in range(count)]
+        common = self.samples[0]._common
+        assert common is not None
+        self._common = common
+        #: the common position of every sample, or None once they differ
+        self._aligned: tuple[int, int] | None = (0, 0)
+        #: modulus -> each operation's shifts of the rows (operation x row), as take() adds them
+        self._shifts: dict[int | None, torch.Tensor] = {}
+
+    def _shift(self, modulus: int | None, position: int, dtype: torch.dtype) -> torch.Tensor:
+        """The rows' shifts of the stratified numbers of operation ``position``: ``s / count``
+        (rounded to the pool's float32 from the float64 quotient, as a Python float added to a
+        float32 tensor is) or ``(s * modulus) // count``."""
+        shifts = self._shifts.get(modulus)
+        if shifts is None or shifts.shape[0] <= position:
+            self._common.stratum(position, 0)  # drawn up to here
+            strata = torch.tensor(self._common.strata, dtype=torch.int64)
+            if modulus is None:
+                shifts = (strata.double() / self.rows).to(dtype)
+            else:
+                shifts = ((strata * modulus) // self.rows).to(dtype)
+            self._shifts[modulus] = shifts
+        return shifts[position]
+
+    def row(self, index: int) -> SampleRandom:
+        """Sample ``index``'s own draws (its positions then move apart from the others')."""
+        if self._aligned is not None:
+            offset, stratum = self._aligned
+            for sample in self.samples:
+                sample._offset_position, sample._stratum_position = offset, stratum
+            self._aligned = None
+        return self.samples[index]
+
+    def realign(self) -> None:
+        """After rows drew on their own (:meth:`row`): read the common numbers for all rows at
+        once again if every sample has reached the same position."""
+        if self._aligned is None:
+            positions = {(s._offset_position, s._stratum_position) for s in self.samples}
+            if len(positions) == 1:
+                self._aligned = positions.pop()
+
+    def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
+        """``like[0].numel()`` numbers of ``kind`` per row, in ``like``'s shape (``like``'s
+        first dimension is the samples')."""
+        shape = like.shape[1:]
+        n = math.prod(shape)
+        pool = self.samples[0].pool(kind, n)
+        strides = _strides(shape)
+        count = self.rows
+        modulus = _STRATIFIED.get(kind, 0)
+        if modulus != 0 and self._aligned is not None:
+            offset, position = self._aligned
+            size = pool_size(n)
+            start = self._common.offset(offset) % (size - n + 1)
+            self._aligned = (offset + 1, position + 1)
+            shift = self._shift(modulus, position, pool.dtype)
+            values = pool.as_strided((1, *shape), (0, *strides), start)
+        else:
+            located = [sample.locate(kind, n) for sample in self.samples]
+            if len({start for start, _ in located}) == 1:
+                values = pool.as_strided((1, *shape), (0, *strides), located[0][0])
+            else:
+                starts = torch.tensor([start for start, _ in located])
+                windows = pool.as_strided((pool.numel() - n + 1, n), (1, 1))
+                values = windows[starts].view(count, *shape)
+            if modulus == 0:
+                return values.expand(count, *shape)
+            strata = [stratum for _, stratum in located]
+            if modulus is None:
+                shift = torch.tensor([s / count for s in strata], dtype=pool.dtype)  # type: ignore[operator]
+            else:
+                shift = torch.tensor([(s * modulus) // count for s in strata], dtype=pool.dtype)  # type: ignore[operator]
+        # each row shifted by its sample's stratum, as SampleRandom.take shifts it
+        shift = shift.view(count, *([1] * len(shape)))
+        if modulus is None:
+            return values.add(shift).remainder_(1.0)
+        return values.add(shift).bitwise_and_(modulus - 1)
+
+
+#: a sample's draws, or a batch of samples' (row by row)
+Draw = SampleRandom | BatchRandom
 
 
 def _power_of_two(exponent: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -327,7 +439,7 @@ def _power_of_two(exponent: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return ((exponent.to(torch.int32) + 127) << 23).view(torch.float32)
 
 
-def _round_generic(x: torch.Tensor, fmt: Format, draw: SampleRandom) -> torch.Tensor:
+def _round_generic(x: torch.Tensor, fmt: Format, draw: Draw) -> torch.Tensor:
     """``(floor(x / g) + [U < frac(x / g)]) * g`` in ``x``'s dtype, ``g`` the gap of ``x``'s
     binade in ``fmt``; exact (scaling by powers of two within ``x``'s normal range)."""
     _, exponent = torch.frexp(x)
@@ -363,7 +475,7 @@ def round_stochastic(
     x: torch.Tensor,
     dtype: torch.dtype,
     fmt: Format,
-    draw: SampleRandom,
+    draw: Draw,
     *,
     finite: bool | None = None,
 ) -> torch.Tensor:
@@ -384,11 +496,18 @@ def round_stochastic(
         return rounded  # bfloat16 from float32: the same exponent range, subnormals included
     tiny = torch.abs(x) < fmt.smallest_normal  # the target's subnormals: a coarser grid
     if bool(tiny.any()):
-        rounded[tiny] = _round_generic(x[tiny], fmt, draw).to(dtype)
+        if isinstance(draw, BatchRandom):  # each row with its own sample's draws
+            rows = tiny.reshape(draw.rows, -1).any(1).nonzero().flatten().tolist()
+            for row in rows:
+                rounded[row][tiny[row]] = _round_generic(x[row][tiny[row]], fmt, draw.row(row)).to(
+                    dtype
+                )
+        else:
+            rounded[tiny] = _round_generic(x[tiny], fmt, draw).to(dtype)
     return rounded
 
 
-def perturb_in_place_format(y: torch.Tensor, draw: SampleRandom) -> torch.Tensor:
+def perturb_in_place_format(y: torch.Tensor, draw: Draw) -> torch.Tensor:
     """``y`` (computed in its own format) moved one step of its grid up or down with
     probability 1/12 each; zeros and non-finite values stay."""
     integer = _SAME_WIDTH[y.element_size()]
@@ -397,6 +516,6 @@ def perturb_in_place_format(y: torch.Tensor, draw: SampleRandom) -> torch.Tensor
     return torch.where(keep, y, moved)
 
 
-def add_noise(y: torch.Tensor, sigma: torch.Tensor, draw: SampleRandom) -> torch.Tensor:
+def add_noise(y: torch.Tensor, sigma: torch.Tensor, draw: Draw) -> torch.Tensor:
     """``y + sigma * Z`` with ``Z`` standard normal per element (in ``y``'s dtype)."""
     return torch.addcmul(y, sigma.to(y.dtype), draw.take("normal", y).to(y.dtype))

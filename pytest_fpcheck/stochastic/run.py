@@ -44,6 +44,7 @@ all take the same way; the samples' spread is then a slightly conservative estim
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import math
 import pickle
 import secrets
@@ -60,7 +61,9 @@ from ..interval.bounds import Bounds, Estimate
 if TYPE_CHECKING:
     from .memo import Memo
 
-__all__ = ["sample", "stochastic_bounds"]
+__all__ = ["sample", "sample_batch", "stochastic_bounds"]
+
+LOGGER = logging.getLogger("pytest_fpcheck.stochastic")
 
 _EXECUTOR_EXPECTED = (
     "a concurrent.futures.Executor (a ThreadPoolExecutor, a ProcessPoolExecutor, a dask "
@@ -111,23 +114,90 @@ def sample(
         leaves, structure = tree_flatten(out)
         values, dtypes = [], []
         for position, leaf in enumerate(leaves):
-            if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
-                raise InvalidArgument(
-                    "fn",
-                    fn,
-                    "a callable returning a floating tensor or a tuple, list or dict of them",
-                    hint=f"Its result's leaf {position} is {type(leaf).__name__}"
-                    + (f" of dtype {leaf.dtype}" if isinstance(leaf, torch.Tensor) else "")
-                    + ".",
-                )
+            _check_leaf(fn, position, leaf)
             with torch.no_grad():
                 values.append(leaf.detach().to("cpu", torch.float64).numpy().copy())
             dtypes.append(str(leaf.dtype).removeprefix("torch."))
-    names = (str(dtype).removeprefix("torch.") for dtype in mode.dtypes)
-    formats = tuple(sorted(name for name in names if name in FORMATS))
     return Sample(
-        tuple(values), tuple(dtypes), _dumps(structure), mode.ops, mode.overflowed, formats
+        tuple(values),
+        tuple(dtypes),
+        _dumps(structure),
+        mode.ops,
+        mode.overflowed,
+        _formats(mode.dtypes),
     )
+
+
+def _check_leaf(fn: Any, position: int, leaf: Any) -> None:
+    import torch
+
+    if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
+        raise InvalidArgument(
+            "fn",
+            fn,
+            "a callable returning a floating tensor or a tuple, list or dict of them",
+            hint=f"Its result's leaf {position} is {type(leaf).__name__}"
+            + (f" of dtype {leaf.dtype}" if isinstance(leaf, torch.Tensor) else "")
+            + ".",
+        )
+
+
+def _formats(dtypes: Collection[Any]) -> tuple[str, ...]:
+    names = (str(dtype).removeprefix("torch.") for dtype in dtypes)
+    return tuple(sorted(name for name in names if name in FORMATS))
+
+
+def sample_batch(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    seed: int,
+    count: int,
+    memo: Memo | None = None,
+) -> list[Sample]:
+    """Samples ``0 .. count - 1`` of ``seed`` run together, as one batch
+    (:mod:`pytest_fpcheck.stochastic.batched`): the same samples as :func:`sample` gives each.
+    Raises :class:`~pytest_fpcheck.stochastic.batched.Unbatchable` (or whatever ``fn`` raised)
+    when ``fn`` cannot run so."""
+    import warnings
+
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils._pytree import tree_flatten
+
+    from .batched import BatchedMode, SampleBatch, Unbatchable
+    from .rounding import BatchRandom, Pools
+
+    mode = BatchedMode(BatchRandom(Pools.shared(), seed, count), memo)
+    with _disable_current_modes(), warnings.catch_warnings():
+        # an operation without a batching rule runs sample by sample inside functorch (exact)
+        warnings.filterwarnings("ignore", message="There is a performance drop")
+        with mode:
+            out = fn(*args, **kwargs)
+        leaves, structure = tree_flatten(out)
+        rows, dtypes = [], []
+        for position, leaf in enumerate(leaves):
+            if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
+                raise Unbatchable(f"its result's leaf {position} is no floating tensor")
+            if type(leaf) is SampleBatch:
+                batch = leaf.rows
+            else:  # no rounding reached it: every sample's is the same
+                batch = leaf.detach().expand(count, *leaf.shape)
+            with torch.no_grad():
+                rows.append(batch.detach().to("cpu", torch.float64).numpy())
+            dtypes.append(str(leaf.dtype).removeprefix("torch."))
+    text, formats = _dumps(structure), _formats(mode.dtypes)
+    return [
+        Sample(
+            tuple(r[index] for r in rows),
+            tuple(dtypes),
+            text,
+            mode.ops,
+            mode.overflows[index],
+            formats,
+        )
+        for index in range(count)
+    ]
 
 
 #: the last structure serialised, and its serialisation (every sample of a call has the same);
@@ -218,9 +288,13 @@ def stochastic_bounds(
         memo = Memo()  # the parameters' copies and norms, once for all samples
         attach()  # the Triton instrumentation once for all samples, not once per sample
         try:
-            runs = [
-                sample(fn, args, kwargs, seed, index, samples, memo) for index in range(samples)
-            ]
+            try:
+                runs = sample_batch(fn, args, kwargs, seed, samples, memo)
+            except Exception as error:  # what a batch cannot run: one sample at a time
+                LOGGER.debug("stochastic_bounds: samples run one at a time (%r)", error)
+                runs = [
+                    sample(fn, args, kwargs, seed, index, samples, memo) for index in range(samples)
+                ]
         finally:
             detach()
     else:
