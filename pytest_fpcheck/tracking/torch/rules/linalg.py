@@ -16,18 +16,26 @@ import torch
 from ....adapters.torch import internal
 from ....formats import Format
 from ....interval import elementwise as ew
+from ....interval.bounds import contains
 from ....interval.core import Interval, gamma
 from ....interval.kernels import (
     float32_magnitudes,
 )
 from ....interval.linalg import matmul
 from ....interval.rounding import up
-from ...core.policy import MatmulPrecision, convolution_precision, dot_factor, matmul_precision
+from ...core.policy import (
+    MatmulPrecision,
+    accumulating_in_format,
+    convolution_precision,
+    dot_factor,
+    matmul_precision,
+)
 from ..context import RuleContext
 from ._common import (
     F64,
     Array,
     as_tensor,
+    raise_unsupported,
     rule,
 )
 
@@ -270,4 +278,34 @@ def _convolution(ctx: RuleContext) -> Interval:
     addend = None
     if bias is not None:
         addend = ctx.operand(bias).map(lambda v: v.reshape((1, -1) + (1,) * (x.dim() - 2)))
-    return _product(ctx, ctx.operand(x), ctx.operand(w), k, addend, product, precision=precision)
+    enclosure = _product(
+        ctx, ctx.operand(x), ctx.operand(w), k, addend, product, precision=precision
+    )
+    if ctx.observed or ctx.device.type != "cpu" or ctx.fmt.precision >= _F32_BITS:
+        return enclosure
+    # Some CPU kernels of float16 and bfloat16 convolutions round partial sums to the tensor's
+    # format (transposed float16 convolutions on an AVX-512 AMD EPYC: a quarter of the values
+    # off the float32 accumulation's rounding): where the kernel's value leaves the float32
+    # model's enclosure, the convolution is bounded as accumulated in its own format
+    value = ctx.values(ctx.outputs[0])
+    if _holds(enclosure, value):
+        return enclosure
+    with accumulating_in_format():
+        precision = convolution_precision(ctx.fmt, ctx.device, allow_tf32)
+        enclosure = _product(
+            ctx, ctx.operand(x), ctx.operand(w), k, addend, product, precision=precision
+        )
+    if not _holds(enclosure, value):
+        raise_unsupported(ctx, f"a {ctx.fmt.name} convolution computed outside every model")
+    ctx.note(f"the CPU kernel rounded partial sums to {ctx.fmt.name}: bounded as accumulated in it")
+    return enclosure
+
+
+#: float32's significand bits: narrower formats may round partial sums (``_convolution``)
+_F32_BITS = 24
+
+
+def _holds(enclosure: Interval, value: Array) -> bool:
+    """Does ``enclosure`` hold every element of ``value``?"""
+    lo, hi = np.broadcast_to(enclosure.lo, value.shape), np.broadcast_to(enclosure.hi, value.shape)
+    return bool(contains(lo, hi, value).all())
