@@ -2,7 +2,7 @@
 programs, zero violations). CI runs a 300-program slice (tests/tracking/test_soundness.py).
 
 Run: ``python benchmarks/soundness_campaign.py --programs 100000 [--seed 1] [--mode
-a_posteriori]``. Prints progress
+a_posteriori] [--require OP]``. Prints progress
 and, at the end, the number of programs checked, the number with an exact value (the others
 are undefined, e.g. log of zero), and every violation found (there must be none).
 """
@@ -28,6 +28,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=4)
     parser.add_argument(
+        "--require",
+        default=None,
+        metavar="OP",
+        help="every program holds this operation (tests/tracking/programs.py), e.g. "
+        "layer_norm_backward: a campaign aimed at one rule",
+    )
+    parser.add_argument(
         "--mode",
         default="rigorous",
         choices=("rigorous", "a_posteriori"),
@@ -46,7 +53,7 @@ def main() -> None:
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(programs(max_steps=options.max_steps))
+    @given(programs(max_steps=options.max_steps, require=options.require))
     def campaign(program: object) -> None:
         nonlocal count
         count += 1

@@ -65,6 +65,9 @@ BINARY += ["sigmoid_backward", "tanh_backward", "threshold_backward"]
 BINARY += ["gelu_backward", "gelu_backward_tanh"]
 #: one fused AdamW step (the CPU kernel) of parameters x with gradients y and fresh states
 BINARY += ["fused_adamw"]
+#: layer norm's backward kernel: the input's gradient of a layer norm of x (unit weight, zero
+#: bias) under the upstream gradient y, plus the weight's and the bias's gradients (each row)
+BINARY += ["layer_norm_backward"]
 REDUCE = [
     "sum",
     "mean",
@@ -113,8 +116,24 @@ def grid_values(fmt_name: str, shape: tuple[int, int]) -> st.SearchStrategy[np.n
     )
 
 
+def kind_of(op: str) -> str:
+    """The kind of step ``op`` is (``"unary"``, ``"binary"``, ``"reduce"``, ``"matmul"`` or
+    ``"addbmm"``); a ValueError names the operations there are."""
+    for kind, ops in (("unary", UNARY), ("binary", BINARY), ("reduce", REDUCE)):
+        if op in ops:
+            return kind
+    if op in ("matmul", "addbmm"):
+        return op
+    raise ValueError(
+        f"op={op!r} is no operation of the programs; valid: {UNARY + BINARY + REDUCE} or "
+        "'matmul', 'addbmm'"
+    )
+
+
 @st.composite
-def programs(draw: st.DrawFn, *, max_steps: int = 4) -> Program:
+def programs(draw: st.DrawFn, *, max_steps: int = 4, require: str | None = None) -> Program:
+    """A random program; with ``require``, one of its steps (at a random place) is that
+    operation (a campaign aimed at one rule)."""
     dtype = draw(st.sampled_from(sorted(DTYPES)))
     shape = (draw(st.integers(1, 3)), draw(st.integers(1, 5)))
     x = draw(grid_values(dtype, shape))
@@ -135,6 +154,8 @@ def programs(draw: st.DrawFn, *, max_steps: int = 4) -> Program:
             steps.append(("addbmm", "addbmm"))
         else:
             steps.append(("matmul", "matmul"))
+    if require is not None:
+        steps.insert(draw(st.integers(0, len(steps))), (kind_of(require), require))
     cast_to = draw(st.sampled_from(sorted(set(DTYPES) - {dtype})))
     return Program(dtype, shape, (x, y), tuple(steps), cast_to)
 
@@ -206,6 +227,7 @@ def run_torch(program: Program, *, float64: bool = False) -> torch.Tensor:
                     b, a, approximate="tanh"
                 ),
                 "fused_adamw": _fused_adamw,
+                "layer_norm_backward": _layer_norm_backward,
             }[op](x, y)
         elif kind == "reduce":
             x = {
@@ -290,6 +312,40 @@ def _rsqrt(v):
 
 #: the fused AdamW step's hyper-parameters (doubles, as torch.optim passes them)
 ADAMW = {"lr": 0.01, "beta1": 0.9, "beta2": 0.999, "weight_decay": 0.01, "eps": 1e-8}
+
+
+def _layer_norm_backward(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """dx + dw + db (the parameters' gradients broadcast over the rows) of
+    ``native_layer_norm_backward`` at x with upstream gradient g, the statistics from the
+    forward kernel, eps 1e-5."""
+    aten = torch.ops.aten
+    n = x.shape[-1]
+    weight, bias = torch.ones(n, dtype=x.dtype), torch.zeros(n, dtype=x.dtype)
+    _, mean, rstd = aten.native_layer_norm(x, [n], weight, bias, 1e-5)
+    dx, dw, db = aten.native_layer_norm_backward(
+        g, x, [n], mean, rstd, weight, bias, [True, True, True]
+    )
+    return dx + dw + db
+
+
+def _layer_norm_backward_exact(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """The exact value of :func:`_layer_norm_backward`: per row, with xh = (x - mean) rstd,
+    dx = rstd (g - mean(g) - xh mean(g xh)); dw and db the column sums of g xh and g."""
+    rows, n = x.shape
+    hat = np.empty_like(x)
+    dx = np.empty_like(x)
+    for i in range(rows):
+        row = list(x[i])
+        mean = mpmath.fsum(row) / n
+        var = mpmath.fsum((v - mean) ** 2 for v in row) / n
+        rstd = 1 / mpmath.sqrt(var + mpmath.mpf(1e-5))
+        hat[i] = [(v - mean) * rstd for v in row]
+        g_mean = mpmath.fsum(g[i]) / n
+        gh_mean = mpmath.fsum(a * b for a, b in zip(g[i], hat[i], strict=True)) / n
+        dx[i] = [rstd * (gi - g_mean - h * gh_mean) for gi, h in zip(g[i], hat[i], strict=True)]
+    dw = [mpmath.fsum(g[i, j] * hat[i, j] for i in range(rows)) for j in range(n)]
+    db = [mpmath.fsum(g[i, j] for i in range(rows)) for j in range(n)]
+    return dx + np.array(dw, dtype=object) + np.array(db, dtype=object)
 
 
 def _fused_adamw(param: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
@@ -393,7 +449,9 @@ def _run_exact(program: Program) -> np.ndarray:
             }[op]
             x = _map(function, x)
         elif kind == "binary":
-            if op == "where":
+            if op == "layer_norm_backward":
+                x = _layer_norm_backward_exact(x, y)
+            elif op == "where":
                 x = np.where(
                     np.vectorize(lambda a, b: a > b, otypes=[bool])(x, y),
                     x,

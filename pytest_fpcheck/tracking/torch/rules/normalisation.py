@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ....adapters.torch import dtype_format
 from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ....interval.kernels import (
@@ -87,7 +88,18 @@ def _layer_norm(ctx: RuleContext) -> tuple[Interval, Interval, Interval]:
         8 * c.smallest_subnormal,
         ctx.fmt,
     )
-    return Interval(lo, hi), mean, rstd
+    return Interval(lo, hi), _as_output(ctx, mean, 1), _as_output(ctx, rstd, 2)
+
+
+def _as_output(ctx: RuleContext, enclosure: Interval, position: int) -> Interval:
+    """A statistic's enclosure in the compute format, as its output tensor holds it: rounded
+    to that tensor's format (float16 and bfloat16 inputs give statistics of their own format,
+    computed in float32 and rounded to nearest on the CPU)."""
+    outputs = ctx.outputs
+    fmt = dtype_format(outputs[position].dtype) if position < len(outputs) else None
+    if ctx.observed or fmt is None or fmt.name == ctx.compute.name:
+        return enclosure
+    return enclosure.to_nearest(fmt) if ctx.nearest else enclosure.to_format(fmt)
 
 
 def _rstd(ctx: RuleContext, variance: Interval, eps: float) -> Interval:

@@ -1,0 +1,148 @@
+"""Layer norm's backward kernel bounded by its own rule
+(``tracking/torch/rules/normalisation_backward.py``), against mpmath: rows up to 70 wide (the
+kernel's vectorised sums), rows offset far from 0 (the gradient's cancellation), tiny rows
+(underflow), with and without a weight, each output alone or all three. The exact gradients
+and the values the kernel computed lie in the enclosures, under rigorous and a posteriori
+tracking; the rule bounds them itself (the decomposition is never asked)."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pytest_fpcheck as fp
+
+torch = pytest.importorskip("torch")
+
+from pytest_fpcheck.tracking.torch import decompose  # noqa: E402
+
+from .programs import exact_to_float  # noqa: E402
+
+mpmath.mp.dps = 60
+aten = torch.ops.aten
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+EPS = 1e-5
+
+
+def exact_gradients(
+    dy: np.ndarray, x: np.ndarray, w: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(dx, dw, db) of a layer norm over the last dimension, exactly (mpmath)."""
+    rows, n = x.shape
+    dx = np.empty((rows, n), dtype=object)
+    hat = np.empty((rows, n), dtype=object)
+    for i in range(rows):
+        row = [mpmath.mpf(float(v)) for v in x[i]]
+        mean = mpmath.fsum(row) / n
+        var = mpmath.fsum((v - mean) ** 2 for v in row) / n
+        rstd = 1 / mpmath.sqrt(var + mpmath.mpf(EPS))
+        hat[i] = [(v - mean) * rstd for v in row]
+        g = [mpmath.mpf(float(dy[i, j])) * (1 if w is None else float(w[j])) for j in range(n)]
+        g_mean = mpmath.fsum(g) / n
+        gh_mean = mpmath.fsum(a * b for a, b in zip(g, hat[i], strict=True)) / n
+        dx[i] = [rstd * (gj - g_mean - h * gh_mean) for gj, h in zip(g, hat[i], strict=True)]
+    dw = np.array(
+        [
+            mpmath.fsum(mpmath.mpf(float(dy[i, j])) * hat[i, j] for i in range(rows))
+            for j in range(n)
+        ],
+        dtype=object,
+    )
+    db = np.array(
+        [mpmath.fsum(mpmath.mpf(float(dy[i, j])) for i in range(rows)) for j in range(n)],
+        dtype=object,
+    )
+    return dx, dw, db
+
+
+@st.composite
+def cases(
+    draw: st.DrawFn,
+) -> tuple[str, torch.Tensor, torch.Tensor, torch.Tensor | None, list[bool]]:
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    rows, n = draw(st.integers(1, 4)), draw(st.integers(1, 70))
+    seed = draw(st.integers(0, 2**31 - 1))
+    generator = torch.Generator().manual_seed(seed)
+    scale = draw(st.sampled_from([1.0, 1e-3, 1e-20, 300.0]))
+    offset = draw(st.sampled_from([0.0, 0.0, 100.0, -3000.0]))
+    x = (torch.randn(rows, n, generator=generator, dtype=torch.float64) * scale + offset).to(
+        DTYPES[dtype]
+    )
+    dy = (
+        torch.randn(rows, n, generator=generator, dtype=torch.float64)
+        * draw(st.sampled_from([1.0, 1e-4, 50.0]))
+    ).to(DTYPES[dtype])
+    weight = None
+    if draw(st.booleans()):
+        weight = (torch.randn(n, generator=generator, dtype=torch.float64) + 0.5).to(DTYPES[dtype])
+    mask = draw(st.sampled_from([[True, True, True], [True, False, False], [False, True, True]]))
+    if weight is None:
+        mask = [True, False, False]
+    return dtype, x, dy, weight, mask
+
+
+def _refuse(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the decomposition was asked: the rule refused")
+
+
+@pytest.mark.parametrize("mode", ["rigorous", "a_posteriori"])
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(case=cases())
+def test_exact_and_computed_gradients_lie_in_the_enclosures(
+    case: tuple[str, torch.Tensor, torch.Tensor, torch.Tensor | None, list[bool]],
+    mode: str,
+) -> None:
+    dtype, x, dy, weight, mask = case
+    n = x.shape[-1]
+    bias = None if weight is None else torch.zeros(n, dtype=x.dtype)
+    # the rule itself for every output of float32, and for the input's gradient of every
+    # format; the parameters' gradients of float16/bfloat16 in their kernel's thread blocks
+    # are the decomposition's outside a posteriori tracking
+    rule_only = dtype == "float32" or mode == "a_posteriori" or not (mask[1] or mask[2])
+    with pytest.MonkeyPatch.context() as patch, fp.track(mode=mode, strict=True):
+        # the statistics tracked too: their enclosures hold the exact mean and 1 / std
+        _, mean, rstd = aten.native_layer_norm(x, [n], weight, bias, EPS)
+        if rule_only:
+            patch.setattr(decompose, "_replica_bounds", _refuse)
+        outs = aten.native_layer_norm_backward(dy, x, [n], mean, rstd, weight, bias, mask)
+    exact = exact_gradients(dy.double().numpy(), x.double().numpy(), weight)
+    for position, (out, value) in enumerate(zip(outs, exact, strict=True)):
+        if not mask[position] or out is None:
+            continue
+        bounds = fp.bounds_of(out)
+        assert bounds is not None
+        computed = out.double().numpy()
+        assert bounds.contains(out).all(), (position, computed, bounds.lo, bounds.hi)
+        down, up = exact_to_float(value)
+        whole = np.isneginf(bounds.lo) & np.isposinf(bounds.hi)
+        inside = ((bounds.lo <= down) & (up <= bounds.hi)) | whole
+        assert inside.all(), (position, down[~inside], bounds.lo[~inside], bounds.hi[~inside])
+
+
+def test_the_rule_is_tight_on_a_well_conditioned_row() -> None:
+    """What the rule could reject: on moderate float32 rows (statistics tracked from the
+    forward kernel) the input's gradient is enclosed within some hundreds of unit round-offs
+    of its magnitude, so a gradient off by 1e-4 relative (1 / std scaled wrongly) lies
+    outside."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 64, generator=generator)
+    dy = torch.randn(8, 64, generator=generator)
+    with fp.track(strict=True):
+        _, mean, rstd = aten.native_layer_norm(x, [64], None, None, EPS)
+        dx, _, _ = aten.native_layer_norm_backward(
+            dy, x, [64], mean, rstd, None, None, [True, False, False]
+        )
+    bounds = fp.bounds_of(dx)
+    radius = (bounds.hi - bounds.lo) / 2
+    assert np.median(radius / np.abs(dx.double().numpy())) < 1000 * 2.0**-24
+    wrong = aten.native_layer_norm_backward(
+        dy, x, [64], mean, rstd * (1 + 1e-4), None, None, [True, False, False]
+    )[0]
+    assert not bounds.contains(wrong).all()
