@@ -36,8 +36,8 @@ from ...interval.core import gamma, gamma_probabilistic
 __all__ = [
     "TENSOR_CORE_WIDTHS",
     "MatmulPrecision",
-    "accumulating_in_format",
     "SumBound",
+    "accumulating_in_format",
     "compute_format",
     "dot_factor",
     "matmul_precision",
@@ -72,8 +72,9 @@ def accumulating_in_format() -> Iterator[None]:
     order), the widest model of a CPU kernel. Some CPU kernels do round partial results to
     the tensor's format: float16 ``convolution_backward`` on an AVX-512 CPU without oneDNN
     float16 support (AMD EPYC, torch 2.13.0) accumulates its gradients in float16, up to 65
-    ULPs off the float32 accumulation's rounding. The decompositions' last attempt
-    (:mod:`pytest_fpcheck.tracking.torch.decompose`) bounds such kernels with it."""
+    ULPs off the float32 accumulation's rounding. The convolution rule, where the kernel's
+    value leaves the float32 model's enclosure, and the decompositions' last attempt
+    (:mod:`pytest_fpcheck.tracking.torch.decompose`) bound such kernels with it."""
     token = _IN_FORMAT.set(True)
     try:
         yield
