@@ -122,11 +122,11 @@ def kind_of(op: str) -> str:
     for kind, ops in (("unary", UNARY), ("binary", BINARY), ("reduce", REDUCE)):
         if op in ops:
             return kind
-    if op in ("matmul", "addbmm"):
+    if op in ("matmul", "addbmm", "matmul_tiled"):
         return op
     raise ValueError(
         f"op={op!r} is no operation of the programs; valid: {UNARY + BINARY + REDUCE} or "
-        "'matmul', 'addbmm'"
+        "'matmul', 'addbmm', 'matmul_tiled'"
     )
 
 
@@ -140,7 +140,13 @@ def programs(draw: st.DrawFn, *, max_steps: int = 4, require: str | None = None)
     y = draw(grid_values(dtype, shape))
     if draw(st.booleans()):
         y = F.round_to(-x + draw(grid_values(dtype, shape)) * 2.0**-10, dtype)  # cancellation
-    kinds = st.sampled_from(["unary"] * 3 + ["binary"] * 2 + ["reduce", "matmul", "addbmm"])
+    kinds = st.sampled_from(
+        ["unary"] * 6
+        + ["binary"] * 4
+        + ["reduce"] * 2
+        + ["matmul"] * 2
+        + ["addbmm", "matmul_tiled"]
+    )
     steps = []
     for _ in range(draw(st.integers(1, max_steps))):
         kind = draw(kinds)
@@ -150,8 +156,8 @@ def programs(draw: st.DrawFn, *, max_steps: int = 4, require: str | None = None)
             steps.append(("binary", draw(st.sampled_from(BINARY))))
         elif kind == "reduce":
             steps.append(("reduce", draw(st.sampled_from(REDUCE))))
-        elif kind == "addbmm":
-            steps.append(("addbmm", "addbmm"))
+        elif kind in ("addbmm", "matmul_tiled"):
+            steps.append((kind, kind))
         else:
             steps.append(("matmul", "matmul"))
     if require is not None:
@@ -250,9 +256,19 @@ def run_torch(program: Program, *, float64: bool = False) -> torch.Tensor:
             # added to the running result (rounded to its format after every batch)
             columns = x.shape[1]
             x = torch.addbmm(x, x.T.unsqueeze(-1), y[:1].unsqueeze(0).expand(columns, 1, columns))
+        elif kind == "matmul_tiled":
+            # a 32 x 32 x 32 product of x and y tiled (the size CPU libraries run their blocked
+            # kernels at: oneDNN's bfloat16 ones flush subnormal inputs), cut back to x's shape
+            rows, columns = x.shape
+            tiles = (TILE // rows + 1, TILE // columns + 1)
+            x = (x.repeat(tiles)[:TILE, :TILE] @ y.repeat(tiles)[:TILE, :TILE].T)[:rows, :columns]
         else:
             x = x @ y.transpose(0, 1) @ y
     return x
+
+
+#: the side of :func:`run_torch`'s tiled product
+TILE = 32
 
 
 def _map(function, array: np.ndarray) -> np.ndarray:
@@ -482,6 +498,20 @@ def _run_exact(program: Program) -> np.ndarray:
             x = _reduce_exact(op, x)
         elif kind == "addbmm":
             x = x + np.outer(x.sum(axis=1), y[0])
+        elif kind == "matmul_tiled":
+            rows, columns = x.shape
+            x = np.array(
+                [
+                    [
+                        mpmath.fsum(
+                            x[i % rows, k % columns] * y[j % rows, k % columns] for k in range(TILE)
+                        )
+                        for j in range(columns)
+                    ]
+                    for i in range(rows)
+                ],
+                dtype=object,
+            )
         else:
             x = x.dot(y.T).dot(y)
     return x

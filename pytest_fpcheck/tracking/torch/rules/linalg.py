@@ -148,9 +148,11 @@ def _mm(ctx: RuleContext) -> Interval:
     left, right = ctx.operand(a), ctx.operand(b)
     model = _modelled(ctx, k, has_c=False)
     if model is not None:
-        return _model_product(ctx, left, right, k, model)
-    magnitudes = (_magnitude32(a, left), _magnitude32(b, right))
-    return _product(ctx, left, right, k, magnitudes=magnitudes)
+        enclosure = _model_product(ctx, left, right, k, model)
+    else:
+        magnitudes = (_magnitude32(a, left), _magnitude32(b, right))
+        enclosure = _product(ctx, left, right, k, magnitudes=magnitudes)
+    return _allow_flushed_inputs(ctx, enclosure, [(a, b, 1.0, _matmul)])
 
 
 def _model_product(
@@ -183,27 +185,46 @@ def _addmm(ctx: RuleContext) -> Interval:
         # as a sum whose every product and partial sum is rounded to the tensor's format
         acc = ctx.fmt
         factor = gamma(2 * (k + 1 + extra), acc.unit_roundoff)
-    if ctx.call.functional != "aten.addbmm":
-        right = ctx.operand(m2)
-        magnitudes = (
-            _magnitude32(m1, left) if float(alpha) == 1 else None,
-            _magnitude32(m2, right),
-        )
-        return matmul(
-            left,
-            right,
-            ctx.fmt,
-            factor=factor,
-            accumulate=acc,
-            k=k + 1 + extra,
-            addend=shifted,
-            magnitudes=magnitudes,
-            # not addmv: ATen's CPU addmv of float16/bfloat16 rounds more than once (its
-            # results lie a ULP off the nearest rounding of the one accumulation; found by a
-            # randomised check against float64), which outward rounding covers
-            nearest=ctx.nearest and ctx.call.functional != "aten.addmv",
-        )
-    return _addbmm(ctx, left, ctx.operand(m2), shifted, extra)
+    flushed: Products = [(m1, m2, float(alpha), _matmul)]
+    if ctx.call.functional == "aten.addbmm":
+        flushed = [(m1, m2, float(alpha), _batch_sum)]
+        enclosure = _addbmm(ctx, left, ctx.operand(m2), shifted, extra)
+        return _allow_flushed_inputs(ctx, enclosure, flushed, (addend, float(beta), _as_is))
+    right = ctx.operand(m2)
+    magnitudes = (
+        _magnitude32(m1, left) if float(alpha) == 1 else None,
+        _magnitude32(m2, right),
+    )
+    enclosure = matmul(
+        left,
+        right,
+        ctx.fmt,
+        factor=factor,
+        accumulate=acc,
+        k=k + 1 + extra,
+        addend=shifted,
+        magnitudes=magnitudes,
+        # not addmv: ATen's CPU addmv of float16/bfloat16 rounds more than once (its
+        # results lie a ULP off the nearest rounding of the one accumulation; found by a
+        # randomised check against float64), which outward rounding covers
+        nearest=ctx.nearest and ctx.call.functional != "aten.addmv",
+    )
+    return _allow_flushed_inputs(ctx, enclosure, flushed, (addend, float(beta), _as_is))
+
+
+def _as_is(c: Array) -> Array:
+    return c
+
+
+def _matmul(a: Array, b: Array) -> Array:
+    result: Array = np.matmul(a, b)
+    return result
+
+
+def _batch_sum(a: Array, b: Array) -> Array:
+    """sum_b A_b B_b (``addbmm``'s product)."""
+    result: Array = np.matmul(a, b).sum(axis=0)
+    return result
 
 
 def _addbmm(
@@ -285,24 +306,118 @@ def _convolution(ctx: RuleContext) -> Interval:
         return enclosure
     # Some CPU kernels of float16 and bfloat16 convolutions round partial sums to the tensor's
     # format (transposed float16 convolutions on an AVX-512 AMD EPYC: a quarter of the values
-    # off the float32 accumulation's rounding): where the kernel's value leaves the float32
-    # model's enclosure, the convolution is bounded as accumulated in its own format
+    # off the float32 accumulation's rounding), some flush subnormal inputs to zero: where the
+    # kernel's value leaves the float32 model's enclosure, the convolution is bounded with
+    # flushed inputs, then as accumulated in its own format (with flushed inputs)
+    channels = (1, -1) + (1,) * (x.dim() - 2)
+    allowance = _flush_allowance(
+        ctx,
+        [(x, w, 1.0, product)],
+        None if bias is None else (bias, 1.0, lambda c: c.reshape(channels)),
+    )
     value = ctx.values(ctx.outputs[0])
-    if _holds(enclosure, value):
-        return enclosure
-    with accumulating_in_format():
-        precision = convolution_precision(ctx.fmt, ctx.device, allow_tf32)
-        enclosure = _product(
-            ctx, ctx.operand(x), ctx.operand(w), k, addend, product, precision=precision
-        )
-    if not _holds(enclosure, value):
-        raise_unsupported(ctx, f"a {ctx.fmt.name} convolution computed outside every model")
-    ctx.note(f"the CPU kernel rounded partial sums to {ctx.fmt.name}: bounded as accumulated in it")
-    return enclosure
+    for in_format in (False, True):
+        if in_format:
+            with accumulating_in_format():
+                precision = convolution_precision(ctx.fmt, ctx.device, allow_tf32)
+                enclosure = _product(
+                    ctx, ctx.operand(x), ctx.operand(w), k, addend, product, precision=precision
+                )
+            ctx.note(
+                f"the CPU kernel rounded partial sums to {ctx.fmt.name}: bounded as accumulated in it"
+            )
+        if _holds(enclosure, value):
+            return enclosure
+        if allowance is not None:
+            widened = enclosure.widen(allowance).to_format(ctx.fmt)
+            if _holds(widened, value):
+                ctx.note(_FLUSHED)
+                return widened
+    raise_unsupported(ctx, f"a {ctx.fmt.name} convolution computed outside every model")
+    raise AssertionError("unreachable")  # raise_unsupported raises
 
 
 #: float32's significand bits: narrower formats may round partial sums (``_convolution``)
 _F32_BITS = 24
+
+#: a product's float64 evaluation errs by at most gamma_k(2**-53) < 2**-30 relatively here
+_F64_PRODUCT_MARGIN = 1 + 2.0**-30
+
+
+def _has_subnormal(x: Any, smallest_normal: float) -> bool:
+    """Does the tensor ``x`` hold a non-zero value below ``smallest_normal`` in magnitude?"""
+    if not isinstance(x, torch.Tensor) or x.numel() == 0:
+        return False
+    with internal(), torch.no_grad():
+        magnitude = x.detach().abs()
+        return bool(((magnitude < smallest_normal) & (magnitude != 0)).any())
+
+
+#: the note of a product bounded with its subnormal inputs flushed
+_FLUSHED = "the CPU kernel may have flushed subnormal inputs to zero: bounded with them as zero too"
+
+#: ``(a, b, scale, product)``: the term ``scale * product(a, b)`` of an operation's result
+Products = list[tuple[Any, Any, float, Callable[[Array, Array], Array]]]
+
+
+def _flush_allowance(
+    ctx: RuleContext,
+    products: Products,
+    addend: tuple[Any, float, Callable[[Array], Array]] | None = None,
+) -> Array | None:
+    """What flushing subnormal inputs to zero can change each output by, or None where it
+    cannot happen (no operand holds a subnormal, or no such CPU kernel).
+
+    oneDNN's bfloat16 kernels on a CPU with AVX-512 bfloat16 instructions (an AMD EPYC, torch
+    2.13.0) flush subnormal inputs to zero (DAZ): a 64 x 64 product of 1e-39 by 1e30 computes 0,
+    not 6.5e-8, in ``mm``, ``bmm``, ``addmm`` and convolutions (small products, and float16 on
+    that CPU, keep them). The change is at most the sum over an output's terms with a
+    subnormal factor of ``|scale| |a| |b|`` (``products``), plus ``|beta| |c|`` for a subnormal
+    addend element (``addend``: ``c``, ``beta`` and the map laying ``c`` out as the output),
+    computed from the operands' values."""
+    if ctx.observed or ctx.device.type != "cpu" or ctx.fmt.precision >= _F32_BITS:
+        return None
+    tiny = ctx.fmt.smallest_normal
+    operands = [t for a, b, _, _ in products for t in (a, b)]
+    if addend is not None:
+        operands.append(addend[0])
+    if not any(_has_subnormal(t, tiny) for t in operands):
+        return None
+    allowance: Array = np.zeros(tuple(ctx.outputs[0].shape))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for a, b, scale, product in products:
+            x, y = np.abs(ctx.values(a)), np.abs(ctx.values(b))
+            flushed = product(np.where(x < tiny, x, 0.0), y) + product(
+                x, np.where(y < tiny, y, 0.0)
+            )
+            allowance = allowance + abs(scale) * flushed
+        if addend is not None and isinstance(addend[0], torch.Tensor):
+            c = addend[2](np.abs(ctx.values(addend[0])))
+            allowance = allowance + abs(addend[1]) * np.where(c < tiny, c, 0.0)
+        result: Array = up(allowance * _F64_PRODUCT_MARGIN)
+    return result
+
+
+def _allow_flushed_inputs(
+    ctx: RuleContext,
+    enclosure: Interval,
+    products: Products,
+    addend: tuple[Any, float, Callable[[Array], Array]] | None = None,
+) -> Interval:
+    """``enclosure``, or, where an operand holds a subnormal and the kernel's value lies
+    outside it, ``enclosure`` widened by :func:`_flush_allowance` (a value outside even that
+    is refused). Either way it holds the exact result."""
+    allowance = _flush_allowance(ctx, products, addend)
+    if allowance is None:
+        return enclosure
+    value = ctx.values(ctx.outputs[0])
+    if _holds(enclosure, value):
+        return enclosure
+    widened = enclosure.widen(allowance).to_format(ctx.fmt)
+    if not _holds(widened, value):
+        raise_unsupported(ctx, f"a {ctx.fmt.name} product computed outside every model")
+    ctx.note(_FLUSHED)
+    return widened
 
 
 def _holds(enclosure: Interval, value: Array) -> bool:
