@@ -141,3 +141,10 @@ def test_this_cpus_kernels_with_subnormal_inputs_are_enclosed(dtype: torch.dtype
         bounds = fp.bounds_of(out)
         assert bounds.contains(out).all()
         assert bounds.contains(_exact(op, *args)).all()
+    # a mixture of experts' grouped product: both groups of rows times the same weights
+    offsets = torch.tensor([32, 64], dtype=torch.int32)
+    with fp.track(strict=True):
+        out = torch._grouped_mm(a, torch.stack([b, b]), offs=offsets)
+    bounds = fp.bounds_of(out)
+    assert bounds.contains(out).all()
+    assert bounds.contains(a.double() @ b.double()).all()

@@ -33,7 +33,7 @@ import numpy as np
 from ....interval.core import Interval
 from ..context import RuleContext
 from ._common import raise_unsupported, rule
-from .linalg import _product
+from .linalg import _allow_flushed_inputs, _matmul, _product
 
 __all__: list[str] = []
 
@@ -99,7 +99,7 @@ def _grouped_mm(ctx: RuleContext) -> Interval:
     if a.dim() == 3 and b.dim() == 3:
         for g in range(a.shape[0]):
             place((g,), left.map(lambda v, g=g: v[g]), right.map(lambda v, g=g: v[g]), a.shape[2])
-        return Interval(lo, hi)
+        return _allow_flushed_inputs(ctx, Interval(lo, hi), [(a, b, 1.0, _matmul)])
     if offs is None:
         raise_unsupported(ctx, f"_grouped_mm of {a.dim()}-d and {b.dim()}-d operands without offs")
     offsets = ctx.values(offs).astype(np.int64).reshape(-1)
@@ -129,4 +129,19 @@ def _grouped_mm(ctx: RuleContext) -> Interval:
                 right.map(lambda v, s=s, e=e: v[s:e]),
                 e - s,
             )
-    return Interval(lo, hi)
+
+    def grouped(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The same groups' products of float64 arrays (rows never written: 0)."""
+        out = np.zeros(shape)
+        if a.dim() == 2 and b.dim() == 3:
+            for g, (s, e) in enumerate(_cut(offsets, b.shape[0], "experts", ctx)):
+                out[s:e] = x[s:e] @ y[g]
+        elif a.dim() == 3 and b.dim() == 2:
+            for g, (s, e) in enumerate(_cut(offsets, a.shape[0], "groups", ctx)):
+                out[:, s:e] = x[g] @ y[:, s:e]
+        else:
+            for g, (s, e) in enumerate(_cut(offsets, shape[0], "groups", ctx)):
+                out[g] = x[:, s:e] @ y[s:e]
+        return out
+
+    return _allow_flushed_inputs(ctx, Interval(lo, hi), [(a, b, 1.0, grouped)])
