@@ -3,6 +3,8 @@ reads the flags and the device type)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 import pytest_fpcheck as fp
@@ -133,3 +135,68 @@ def test_accumulating_in_format_bounds_a_kernel_that_rounds_its_partial_sums() -
         tight = torch.nn.functional.conv1d(x, w)
     outside = sum(int((~fp.bounds_of(tight).contains(value)).sum()) for value in emulated)
     assert outside > 0
+
+
+@pytest.fixture
+def onednn_precision() -> Iterator[None]:
+    """Put back oneDNN's float32 precisions and the float32 matmul precision after a test."""
+    mkldnn = torch.backends.mkldnn
+    saved = (mkldnn.matmul.fp32_precision, mkldnn.conv.fp32_precision)
+    precision = torch.get_float32_matmul_precision()
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(precision)
+        mkldnn.matmul.fp32_precision, mkldnn.conv.fp32_precision = saved
+
+
+def test_cpu_float32_products_follow_onednns_precision(onednn_precision: None) -> None:
+    cpu = torch.device("cpu")
+    assert matmul_precision(F["float32"], cpu).inputs is None
+    assert convolution_precision(F["float32"], cpu).inputs is None
+    torch.set_float32_matmul_precision("medium")
+    assert matmul_precision(F["float32"], cpu).inputs.name == "bfloat16"
+    torch.set_float32_matmul_precision("high")
+    assert matmul_precision(F["float32"], cpu).inputs.name == "tfloat32"
+    assert convolution_precision(F["float32"], cpu).inputs is None
+    torch.backends.mkldnn.conv.fp32_precision = "bf16"
+    assert convolution_precision(F["float32"], cpu).inputs.name == "bfloat16"
+    # float16 and bfloat16 products are not affected
+    assert matmul_precision(F["bfloat16"], cpu).inputs is None
+
+
+def _mm_of_bfloat16_inputs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A float32 matmul from inputs rounded to bfloat16 (what oneDNN may compute under
+    fp32_precision "bf16"), accumulated exactly and rounded once."""
+    x = a.to(torch.bfloat16).double().numpy()
+    y = b.to(torch.bfloat16).double().numpy()
+    return torch.from_numpy(x @ y).to(a.dtype)
+
+
+def test_a_kernel_using_bfloat16_inputs_is_enclosed_when_onednn_may(
+    onednn_precision: None,
+) -> None:
+    """Under ``set_float32_matmul_precision("medium")`` the enclosure holds a float32 product
+    computed from bfloat16-rounded inputs (registered as ATen's CPU mm for the test); with the
+    default precision it would not (a kernel may not do it then)."""
+    import warnings
+
+    generator = torch.Generator().manual_seed(5)
+    a = torch.randn(16, 64, generator=generator)
+    b = torch.randn(64, 16, generator=generator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        library = torch.library.Library("aten", "IMPL")
+        library.impl("mm", _mm_of_bfloat16_inputs, "CPU")
+    try:
+        with fp.track(strict=True):
+            tight = a @ b
+        assert not fp.bounds_of(tight).contains(tight).all()
+        torch.set_float32_matmul_precision("medium")
+        with fp.track(strict=True):
+            out = a @ b
+    finally:
+        library._destroy()
+    bounds = fp.bounds_of(out)
+    assert bounds.contains(out).all()
+    assert bounds.contains(a.double() @ b.double()).all()

@@ -11,8 +11,11 @@ matmuls round their inputs to TF32 when ``allow_tf32`` is set or the float32 mat
 not "highest". Tensor cores may truncate rather than round: on CUDA every matmul's rounding is
 taken as faithful (error < 1 ULP instead of 1/2 ULP), and matmuls on tensor cores (float16,
 bfloat16 and TF32 inputs) as FTTN's fused multi-term adders of unknown width, which truncate
-each block's terms relative to its largest one (:func:`dot_factor`). When unsure, the wider
-bound is used.
+each block's terms relative to its largest one (:func:`dot_factor`). On the CPU, oneDNN may
+compute float32 matmuls and convolutions from bfloat16 or TF32 inputs when its
+``fp32_precision`` allows it (:func:`onednn_inputs`; ``torch.set_float32_matmul_precision`` sets
+it for matmuls), and some kernels round partial sums to float16 (:func:`accumulating_in_format`).
+When unsure, the wider bound is used.
 
 ``SumBound`` turns (number of terms, unit round-off) into the relative factor of a sum:
 gamma_{n} (rigorous), Higham and Mary's probabilistic factor, or a revealed summation tree's
@@ -41,6 +44,7 @@ __all__ = [
     "compute_format",
     "dot_factor",
     "matmul_precision",
+    "onednn_inputs",
 ]
 
 _F32 = FORMATS["float32"]
@@ -82,11 +86,28 @@ def accumulating_in_format() -> Iterator[None]:
         _IN_FORMAT.reset(token)
 
 
+#: what oneDNN may round float32 inputs to on the CPU, by its ``fp32_precision`` setting
+_ONEDNN_INPUTS = {"bf16": "bfloat16", "tf32": "tfloat32"}
+
+
+def onednn_inputs(kind: str) -> Format | None:
+    """The format oneDNN may round a CPU float32 ``kind`` (``"matmul"`` or ``"conv"``)
+    operation's inputs to: ``torch.backends.mkldnn.<kind>.fp32_precision``, ``"bf16"`` or
+    ``"tf32"`` (set directly, or by ``torch.set_float32_matmul_precision("medium")`` and
+    ``("high")`` for matmuls), lets it compute float32 products from bfloat16 or TF32 inputs
+    on CPUs that have them; None when it is ``"ieee"`` or ``"none"`` (the default)."""
+    backend = getattr(torch.backends.mkldnn, kind, None)
+    name = _ONEDNN_INPUTS.get(str(getattr(backend, "fp32_precision", "none")))
+    return None if name is None else FORMATS[name]
+
+
 def matmul_precision(fmt: Format, device: torch.device) -> MatmulPrecision:
     """The matmul model for ``fmt`` tensors on ``device`` (see the module docstring)."""
     if device.type == "cpu":
         if _IN_FORMAT.get() and fmt.precision < _F32.precision:
             return MatmulPrecision(None, fmt, faithful=False)
+        if fmt.name == "float32":
+            return MatmulPrecision(onednn_inputs("matmul"), fmt, faithful=False)
         return MatmulPrecision(None, compute_format(fmt), faithful=False)
     matmul = torch.backends.cuda.matmul
     if fmt.name == "float16" and matmul.allow_fp16_reduced_precision_reduction:
@@ -111,6 +132,8 @@ def convolution_precision(
         tf32 = torch.backends.cudnn.allow_tf32 if allow_tf32 is None else allow_tf32
         if tf32:
             return MatmulPrecision(FORMATS["tfloat32"], fmt, faithful=True)
+    if device.type == "cpu" and fmt.name == "float32":
+        return MatmulPrecision(onednn_inputs("conv"), fmt, faithful=False)
     return matmul_precision(fmt, device)
 
 
