@@ -39,8 +39,9 @@ and the call runs its samples one at a time (:mod:`pytest_fpcheck.stochastic.run
 * an operation reading a batch's value into Python (``.item()``, ``bool()``, data-dependent
   control flow, ``.tolist()``, ``.numpy()``) or giving a shape that depends on the values
   (``nonzero``, ``masked_select``): functorch refuses them;
-* a random operation (dropout, ``torch.randn``): the samples run alone draw from the global
-  generator one after another;
+* a random operation (dropout in training, ``torch.randn``): the samples run alone draw from
+  the global generator one after another (an attention kernel with ``dropout_p=0`` and dropout
+  in evaluation draw nothing and run batched);
 * a write into a tensor every sample shares (a captured buffer, a module's running statistics)
   of a value that differs between the samples;
 * a backward pass (``Tensor.backward``, ``torch.autograd.grad``, an operation in the autograd
@@ -292,7 +293,7 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
         kwargs = kwargs or {}
         if torch._C._current_graph_task_id() != -1:
             raise Unbatchable("a backward pass")
-        if torch.Tag.nondeterministic_seeded in func.tags:
+        if _draws_random(func, args, kwargs):
             raise Unbatchable(f"{func} draws random numbers")
         flat = _leaves(args) + _leaves(tuple(kwargs.values()))
         positions = tuple(i for i, v in enumerate(flat) if type(v) is SampleBatch)
@@ -573,6 +574,28 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
 
     def _batched_result(self, t: torch.Tensor) -> bool:
         return bool(self._positions) or id(t) in self._made
+
+
+def _draws_random(
+    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bool:
+    """Does this call draw random numbers? An operation PyTorch tags as seeded does, unless
+    its ``dropout_p`` is 0 (attention kernels: what scaled dot-product attention runs in
+    evaluation) or its ``train`` is False (``native_dropout`` in evaluation)."""
+    if torch.Tag.nondeterministic_seeded not in func.tags:
+        return False
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.name not in ("dropout_p", "train"):
+            continue
+        if position < len(args):
+            value = args[position]
+        else:
+            value = kwargs.get(argument.name, argument.default_value)
+        if argument.name == "dropout_p" and value == 0:
+            return False
+        if argument.name == "train" and value is False:
+            return False
+    return True
 
 
 #: the number of elements of an operand in one sample from which an operation runs row by row

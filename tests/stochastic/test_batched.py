@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+F = torch.nn.functional
 
 from pytest_fpcheck.stochastic import run as run_module  # noqa: E402
 from pytest_fpcheck.stochastic.memo import Memo  # noqa: E402
@@ -93,6 +94,38 @@ def test_a_batch_gives_the_samples_run_alone_bit_for_bit_on_a_transformer(
     _assert_identical(batch, _alone(run, (dtype, x), 5, 16))
 
 
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> Any:
+    """Scaled dot-product attention as models call it in evaluation (the fused CPU kernel,
+    tagged as drawing random numbers for its dropout, here 0): causal, masked, and grouped
+    (two key/value heads for four query heads), in bfloat16 and in float32."""
+    h = q.to(torch.bfloat16)
+    causal = F.scaled_dot_product_attention(
+        h, k.to(torch.bfloat16), v.to(torch.bfloat16), is_causal=True
+    )
+    masked = F.scaled_dot_product_attention(q * 1.25, k, v, attn_mask=mask)
+    grouped = F.scaled_dot_product_attention(
+        h, k[:, :2].to(torch.bfloat16), v[:, :2].to(torch.bfloat16), enable_gqa=True
+    )
+    dropped = F.dropout(masked, p=0.5, training=False)  # evaluation: draws nothing
+    return causal.float() + grouped.float(), dropped
+
+
+def test_a_batch_gives_the_samples_run_alone_bit_for_bit_through_fused_attention(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    generator = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(2, 4, 24, 16, generator=generator) for _ in range(3))
+    mask = torch.randn(24, 24, generator=generator) > -1
+    args = (q, k, v, mask)
+    batch = sample_batch(_attention, args, {}, 3, 16, Memo())
+    _assert_identical(batch, _alone(_attention, args, 3, 16))
+    assert np.std([b.values[0] for b in batch], axis=0).max() > 0
+    # and a call runs it as one batch
+    with caplog.at_level(logging.DEBUG, logger="pytest_fpcheck.stochastic"):
+        stochastic_bounds(_attention, *args, samples=4, seed=1)
+    assert "one at a time" not in caplog.text
+
+
 def _mixed(t: torch.Tensor, weight: torch.Tensor, buffer: torch.Tensor) -> tuple[Any, ...]:
     """Conversions of batches and of shared values, in-place operations on batches, a write
     of a batch into a batch made like it, exact operations, float16 subnormals only some samples
@@ -149,6 +182,12 @@ def _with_dropout(t: torch.Tensor) -> torch.Tensor:
     return t.exp() * mask
 
 
+def _with_training_dropout(t: torch.Tensor) -> torch.Tensor:
+    with torch.random.fork_rng():
+        torch.manual_seed(0)  # the same mask in every run
+        return F.dropout(t.exp(), 0.5, training=True)
+
+
 def _with_backward(t: torch.Tensor) -> torch.Tensor:
     w = torch.ones(t.shape[-1], requires_grad=True)
     (t.exp() * w).sum().backward()
@@ -175,6 +214,7 @@ def _converting_a_module(t: torch.Tensor) -> torch.Tensor:
 REFUSED = {
     "item": (_with_item, "vmap"),
     "dropout": (_with_dropout, "draws random numbers"),
+    "training dropout": (_with_training_dropout, "draws random numbers"),
     "backward": (_with_backward, "a backward pass"),
     "captured": (_into_captured, "into a tensor they share"),
     "module": (_converting_a_module, "parameters converted in place"),
@@ -236,3 +276,34 @@ def test_an_executor_runs_the_samples_alone_and_gets_the_batchs_samples() -> Non
         there = stochastic_bounds(mlp_in, torch.float16, x, model, samples=6, seed=8, executor=pool)
     assert np.array_equal(here.estimate.mean, there.estimate.mean)
     assert np.array_equal(here.lo, there.lo)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_batch_gives_the_samples_run_alone_bit_for_bit_on_hugging_face_llama(
+    dtype: torch.dtype,
+) -> None:
+    """Real code: Hugging Face's Llama (rotary embeddings, grouped-query attention through the
+    fused attention kernel, RMSNorm, SwiGLU) from a small config, in evaluation."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=64,
+        max_position_embeddings=32,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    model = transformers.LlamaForCausalLM(config).eval().to(dtype)
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(0))
+
+    def run() -> torch.Tensor:
+        with torch.no_grad():
+            return model(ids).logits
+
+    batch = sample_batch(run, (), {}, 4, 8, Memo())
+    _assert_identical(batch, _alone(run, (), 4, 8))
+    assert np.std([b.values[0] for b in batch], axis=0).max() > 0
