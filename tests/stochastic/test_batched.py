@@ -307,3 +307,24 @@ def test_a_batch_gives_the_samples_run_alone_bit_for_bit_on_hugging_face_llama(
     batch = sample_batch(run, (), {}, 4, 8, Memo())
     _assert_identical(batch, _alone(run, (), 4, 8))
     assert np.std([b.values[0] for b in batch], axis=0).max() > 0
+
+
+@pytest.mark.parametrize("threshold", [1, 300])
+def test_operations_run_row_by_row_give_the_same_samples(
+    threshold: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large operations run sample by sample inside the batch (``batched.ROW_BY_ROW``): every
+    operation so (1), or a mixture of both roads (300 elements a sample), bit for bit."""
+    from pytest_fpcheck.stochastic import batched
+
+    monkeypatch.setattr(batched, "ROW_BY_ROW", threshold)
+    t = 1 + torch.rand(4, 16, generator=torch.Generator().manual_seed(4)) / 64
+    weight = torch.randn(16, 16, generator=torch.Generator().manual_seed(5))
+    args = (t, weight, torch.arange(4.0))
+    _assert_identical(sample_batch(_mixed, args, {}, 9, 16, Memo()), _alone(_mixed, args, 9, 16))
+    model = Transformer(width=32, heads=4, depth=1)
+    run = run_in(model)
+    x = torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(3))
+    run(torch.bfloat16, x)
+    batch = sample_batch(run, (torch.bfloat16, x), {}, 5, 8, Memo())
+    _assert_identical(batch, _alone(run, (torch.bfloat16, x), 5, 8))
