@@ -26,7 +26,8 @@ Sections (``--section``, default all):
   (``fp.track``) and the module-level check (``fp.compare_modules``) say on one draw.
 * ``cost``: ``stochastic_bounds(samples=16)`` against 16 plain runs (the floor), measured in the
   same process, interleaved, fastest of 5, in CPU time of the thread (``time.thread_time``: the
-  machine is shared), each call with a seed not used before, for small and large models.
+  machine is shared), each call with a seed not used before, for small and large models, then
+  for the module checks' Hugging Face token models in float32 and bfloat16.
 
 Run: ``python benchmarks/bench_stochastic.py [--section S] [--seeds 200] [--power-seeds 40]``.
 CI runs a slice (tests/stochastic/test_calibration.py).
@@ -373,7 +374,41 @@ def cost(samples: int) -> None:
                 stochastic.append(time.thread_time() - start)
         floor, spent = min(plain), min(stochastic)
         print(f"{name}: floor {floor:.3f} s, stochastic {spent:.3f} s, ratio {spent / floor:.2f}")
+    zoo_cost(samples)
     print()
+
+
+def zoo_cost(samples: int) -> None:
+    """The same for the token models of the module checks (tests/assertions/models.py: Hugging
+    Face's GPT-2, BERT and Llama and a nanoGPT, 2 layers, width 64, 2 x 16 tokens) in
+    evaluation, float32 and bfloat16: real code, with fused attention and written-out GELUs."""
+    from tests.assertions import models
+
+    for name in ("gpt2", "bert", "llama", "nanogpt"):
+        for dtype in (torch.float32, torch.bfloat16):
+            model = models.MODELS[name](0).eval().to(dtype)
+            ids = models.tokens(0)
+
+            def run(model: torch.nn.Module = model, ids: torch.Tensor = ids) -> torch.Tensor:
+                with torch.no_grad():
+                    out = model(ids)
+                return out if isinstance(out, torch.Tensor) else out[0]
+
+            fp.stochastic_bounds(run, samples=2, seed=0)  # warm
+            plain, stochastic = [], []
+            for repeat in range(5):
+                start = time.thread_time()
+                for _ in range(samples):
+                    run()
+                plain.append(time.thread_time() - start)
+                start = time.thread_time()
+                fp.stochastic_bounds(run, samples=samples, seed=1 + repeat)
+                stochastic.append(time.thread_time() - start)
+            floor, spent = min(plain), min(stochastic)
+            print(
+                f"{name} {str(dtype).removeprefix('torch.')}: floor {floor:.3f} s, stochastic "
+                f"{spent:.3f} s, ratio {spent / floor:.2f}"
+            )
 
 
 def main() -> None:
