@@ -494,7 +494,10 @@ def round_stochastic(
     rounded = rounded.to(dtype)
     if same_range:
         return rounded  # bfloat16 from float32: the same exponent range, subnormals included
-    tiny = torch.abs(x) < fmt.smallest_normal  # the target's subnormals: a coarser grid
+    # the target's subnormals, a coarser grid (zeros, which the truncation keeps, are not: a
+    # model's masked attention weights and ReLU outputs would take every rounding there)
+    magnitude = torch.abs(x)
+    tiny = (magnitude < fmt.smallest_normal) & (magnitude > 0)
     if bool(tiny.any()):
         if isinstance(draw, BatchRandom):  # each row with its own sample's draws
             rows = tiny.reshape(draw.rows, -1).any(1).nonzero().flatten().tolist()

@@ -132,6 +132,27 @@ def test_the_perturbation_keeps_zeros_and_non_finite_values() -> None:
     assert moved[:, 3].isnan().all()
 
 
+@pytest.mark.parametrize(("source", "target"), [CASES[1], CASES[2]])
+def test_zeros_round_to_themselves_without_the_subnormal_road(
+    source: torch.dtype, target: torch.dtype
+) -> None:
+    """Signed zeros stay themselves, and a batch of samples rounding them (a masked softmax's
+    weights, ReLU outputs) keeps drawing its numbers together: only a target subnormal takes
+    each row's own draws."""
+    from pytest_fpcheck.stochastic.rounding import BatchRandom
+
+    fmt = F.FORMATS[str(target).removeprefix("torch.")]
+    x = torch.tensor([0.0, -0.0, 1.0 / 3], dtype=source).expand(8, 64, -1).contiguous()
+    batch = BatchRandom(Pools.shared(), 5, 8)
+    rounded = round_stochastic(x, target, fmt, batch)
+    assert (rounded[..., :2] == 0).all()
+    assert torch.equal(rounded[..., 1].signbit(), torch.ones(8, 64, dtype=torch.bool))
+    assert batch._aligned is not None  # still drawing for all rows at once
+    x[3, 0, 2] = fmt.smallest_subnormal * 2.5  # one row's subnormal: that row draws alone
+    round_stochastic(x, target, fmt, batch)
+    assert batch._aligned is None
+
+
 def test_the_pools_are_generated_once_and_offsets_depend_on_the_seed_and_the_sample() -> None:
     like = torch.empty(1000)
     assert _draw(11, 3).pools is _draw(12, 0).pools
