@@ -301,6 +301,15 @@ class SampleRandom:
             return start, stratum
         return self._own.below(size - n + 1), None
 
+    def skip(self, kind: str) -> None:
+        """Advance past a draw of the stratified ``kind`` not needed here (a rounding whose
+        subnormal road no element of this sample takes), as a take would: the samples of a run
+        then stay at the same position whichever of them drew (a batch keeps reading them all
+        at once). Independent samples (no ``count``) have nothing to keep together."""
+        if self._common is not None and kind in _STRATIFIED:
+            self._offset_position += 1
+            self._stratum_position += 1
+
     def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
         """``like.numel()`` numbers of ``kind`` in ``like``'s shape (a view of a pool, or the
         view shifted for this sample's stratum)."""
@@ -380,6 +389,15 @@ class BatchRandom:
                 sample._offset_position, sample._stratum_position = offset, stratum
             self._aligned = None
         return self.samples[index]
+
+    def skip(self, kind: str) -> None:
+        """Every sample's :meth:`SampleRandom.skip`."""
+        if self._aligned is not None and kind in _STRATIFIED:
+            offset, position = self._aligned
+            self._aligned = (offset + 1, position + 1)
+            return
+        for sample in self.samples:
+            sample.skip(kind)
 
     def realign(self) -> None:
         """After rows drew on their own (:meth:`row`): read the common numbers for all rows at
@@ -498,15 +516,20 @@ def round_stochastic(
     # model's masked attention weights and ReLU outputs would take every rounding there)
     magnitude = torch.abs(x)
     tiny = (magnitude < fmt.smallest_normal) & (magnitude > 0)
-    if bool(tiny.any()):
-        if isinstance(draw, BatchRandom):  # each row with its own sample's draws
-            rows = tiny.reshape(draw.rows, -1).any(1).nonzero().flatten().tolist()
-            for row in rows:
+    if not bool(tiny.any()):
+        draw.skip("uniform")  # what the subnormal road would have drawn
+    elif isinstance(draw, BatchRandom):  # each row with its own sample's draws
+        rows = set(tiny.reshape(draw.rows, -1).any(1).nonzero().flatten().tolist())
+        for row in range(draw.rows):
+            if row in rows:
                 rounded[row][tiny[row]] = _round_generic(x[row][tiny[row]], fmt, draw.row(row)).to(
                     dtype
                 )
-        else:
-            rounded[tiny] = _round_generic(x[tiny], fmt, draw).to(dtype)
+            else:
+                draw.row(row).skip("uniform")
+        draw.realign()  # every sample drew once: together again
+    else:
+        rounded[tiny] = _round_generic(x[tiny], fmt, draw).to(dtype)
     return rounded
 
 

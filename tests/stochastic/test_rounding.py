@@ -137,8 +137,9 @@ def test_zeros_round_to_themselves_without_the_subnormal_road(
     source: torch.dtype, target: torch.dtype
 ) -> None:
     """Signed zeros stay themselves, and a batch of samples rounding them (a masked softmax's
-    weights, ReLU outputs) keeps drawing its numbers together: only a target subnormal takes
-    each row's own draws."""
+    weights, ReLU outputs) keeps drawing its numbers together; a target subnormal in one row
+    takes that row's own draws, the other rows skip as many, and the batch reads them together
+    again, each row what its sample run alone gives."""
     from pytest_fpcheck.stochastic.rounding import BatchRandom
 
     fmt = F.FORMATS[str(target).removeprefix("torch.")]
@@ -149,8 +150,13 @@ def test_zeros_round_to_themselves_without_the_subnormal_road(
     assert torch.equal(rounded[..., 1].signbit(), torch.ones(8, 64, dtype=torch.bool))
     assert batch._aligned is not None  # still drawing for all rows at once
     x[3, 0, 2] = fmt.smallest_subnormal * 2.5  # one row's subnormal: that row draws alone
-    round_stochastic(x, target, fmt, batch)
-    assert batch._aligned is None
+    rows = [round_stochastic(x, target, fmt, batch) for _ in range(2)]
+    assert batch._aligned is not None
+    for index in range(8):
+        alone = SampleRandom(Pools.shared(), 5, index, 8)
+        round_stochastic(x[index], target, fmt, alone)  # the first rounding, zeros only
+        for got in rows:
+            assert torch.equal(got[index], round_stochastic(x[index], target, fmt, alone))
 
 
 def test_the_pools_are_generated_once_and_offsets_depend_on_the_seed_and_the_sample() -> None:
