@@ -1,9 +1,10 @@
 """Layer norm's backward kernel bounded by its own rule
 (``tracking/torch/rules/normalisation_backward.py``), against mpmath: rows up to 70 wide (the
 kernel's vectorised sums), rows offset far from 0 (the gradient's cancellation), tiny rows
-(underflow), with and without a weight, each output alone or all three. The exact gradients
-and the values the kernel computed lie in the enclosures, under rigorous and a posteriori
-tracking; the rule bounds them itself (the decomposition is never asked)."""
+(underflow), gradients and values near float32's overflow threshold, with and without a
+weight, each output alone or all three. The exact gradients and the values the kernel computed
+lie in the enclosures, under rigorous and a posteriori tracking; the rule bounds them itself
+(the decomposition is never asked)."""
 
 from __future__ import annotations
 
@@ -66,14 +67,14 @@ def cases(
     rows, n = draw(st.integers(1, 4)), draw(st.integers(1, 70))
     seed = draw(st.integers(0, 2**31 - 1))
     generator = torch.Generator().manual_seed(seed)
-    scale = draw(st.sampled_from([1.0, 1e-3, 1e-20, 300.0]))
+    scale = draw(st.sampled_from([1.0, 1e-3, 1e-20, 300.0, 1e18]))
     offset = draw(st.sampled_from([0.0, 0.0, 100.0, -3000.0]))
     x = (torch.randn(rows, n, generator=generator, dtype=torch.float64) * scale + offset).to(
         DTYPES[dtype]
     )
     dy = (
         torch.randn(rows, n, generator=generator, dtype=torch.float64)
-        * draw(st.sampled_from([1.0, 1e-4, 50.0]))
+        * draw(st.sampled_from([1.0, 1e-4, 50.0, 1e37]))
     ).to(DTYPES[dtype])
     weight = None
     if draw(st.booleans()):
@@ -111,7 +112,14 @@ def test_exact_and_computed_gradients_lie_in_the_enclosures(
         _, mean, rstd = aten.native_layer_norm(x, [n], weight, bias, EPS)
         if rule_only:
             patch.setattr(decompose, "_replica_bounds", _refuse)
-        outs = aten.native_layer_norm_backward(dy, x, [n], mean, rstd, weight, bias, mask)
+            outs = aten.native_layer_norm_backward(dy, x, [n], mean, rstd, weight, bias, mask)
+        else:
+            try:
+                outs = aten.native_layer_norm_backward(dy, x, [n], mean, rstd, weight, bias, mask)
+            except fp.UnsupportedOperation:
+                # the decomposition found the kernel's value outside its enclosure (values
+                # near overflow): refused, never wrongly bounded
+                return
     exact = exact_gradients(dy.double().numpy(), x.double().numpy(), weight)
     for position, (out, value) in enumerate(zip(outs, exact, strict=True)):
         if not mask[position] or out is None:
@@ -146,3 +154,52 @@ def test_the_rule_is_tight_on_a_well_conditioned_row() -> None:
         dy, x, [64], mean, rstd * (1 + 1e-4), None, None, [True, False, False]
     )[0]
     assert not bounds.contains(wrong).all()
+
+
+def _rule_only_backward(*args: object) -> tuple[torch.Tensor, ...]:
+    with pytest.MonkeyPatch.context() as patch, fp.track(strict=True):
+        patch.setattr(decompose, "_replica_bounds", _refuse)
+        return tuple(aten.native_layer_norm_backward(*args))
+
+
+def test_products_that_overflow_while_their_sums_cancel_are_the_whole_line() -> None:
+    """dy w = inf in the kernel, so db = inf - inf = NaN and every dx is NaN, while the sums'
+    enclosures cancel to about 6e37: the row is the whole line (found in review)."""
+    x = torch.tensor([[10.0, 10.0, -10.0, -10.0]])
+    dy = torch.tensor([[3e38, -3e38, 3e38, -3e38]])
+    w = torch.full((4,), 2.0)
+    with fp.track(strict=True):
+        _, mean, rstd = aten.native_layer_norm(x, [4], w, None, EPS)
+    dx, _, _ = _rule_only_backward(dy, x, [4], mean, rstd, w, None, [True, False, False])
+    assert dx.isnan().all()
+    assert fp.bounds_of(dx).contains(dx).all()
+
+
+def test_column_sums_whose_running_buffer_overflows_are_the_whole_line() -> None:
+    """Rows of dy 3e38, 3e38, -3e38: the kernel's buffer reaches inf before the last row
+    cancels it; the exact column sums are finite."""
+    x = torch.tensor([[1.0, -1.0]] * 3)
+    dy = torch.tensor([[3e38, 1.0], [3e38, 1.0], [-3e38, 1.0]])
+    w, bias = torch.ones(2), torch.zeros(2)
+    with fp.track(strict=True):
+        _, mean, rstd = aten.native_layer_norm(x, [2], w, bias, EPS)
+    _, dw, db = _rule_only_backward(dy, x, [2], mean, rstd, w, bias, [False, True, True])
+    assert dw[0].isinf()
+    assert db[0].isinf()
+    for grad in (dw, db):
+        bounds = fp.bounds_of(grad)
+        assert bounds.contains(grad).all()
+        assert np.isfinite(bounds.lo[1])
+        assert np.isfinite(bounds.hi[1])
+
+
+def test_weight_terms_whose_intermediates_overflow_are_the_whole_line() -> None:
+    """rstd x and rstd mean overflow (1e20 times 1e19) while rstd (x - mean) is 0: the kernel
+    computes dy (rstd x - rstd mean) = -inf; statistics given as plain tensors."""
+    x = torch.full((1, 2), 1e19)
+    dy = torch.ones(1, 2)
+    mean, rstd = torch.full((1, 1), 1e19), torch.full((1, 1), 1e20)
+    w, bias = torch.ones(2), torch.zeros(2)
+    _, dw, _ = _rule_only_backward(dy, x, [2], mean, rstd, w, bias, [False, True, False])
+    assert not dw.isfinite().all()
+    assert fp.bounds_of(dw).contains(dw).all()

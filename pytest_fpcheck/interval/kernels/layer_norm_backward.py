@@ -125,6 +125,10 @@ def _input_grad_loop(
             ds_hi += p_hi
             ds_abs += max(abs(p_lo), abs(p_hi))
             x_abs += max(abs(xl), abs(xh))
+        # every product and partial sum the kernel forms is at most the terms' magnitudes
+        # grown by the sum's factor: where that may reach the overflow threshold, an infinity
+        # (then inf - inf) is possible even when the sums' enclosures are small (cancellation)
+        ok &= (db_abs * (1.0 + k_db) < big) & (ds_abs * (1.0 + k_ds) < big)
         # the kernel's sums in any order and the float64 sums above (factors k_*); underflow:
         # half a subnormal per product, the first of dy x w's scaled by |w| or |x|
         spread_db = bump(db_abs * k_db + eta * n)
@@ -307,6 +311,9 @@ def _param_grads_kernel(
             e = k3 * g_mag * (a_mag * x_mag + a_mag * m_mag) + tiny * (1.0 + g_mag)
             fine = row_ok & _finite(t_lo, t_hi, big) & _finite(g_lo, g_hi, big)
             fine &= _finite(xl, xh, big) & (abs(e) <= big)
+            # a x and a mean may each overflow while they cancel, and so may the term
+            fine &= a_mag * (x_mag + m_mag) * (1.0 + k3) <= big
+            fine &= max(abs(t_lo), abs(t_hi)) + e <= big
             w_sums[0, j] += t_lo
             w_sums[1, j] += t_hi
             w_sums[2, j] += max(abs(t_lo), abs(t_hi))

@@ -47,6 +47,7 @@ from ....interval.kernels.layer_norm_backward import (
     layer_norm_input_grad,
     layer_norm_param_grads,
 )
+from ....interval.linalg import may_overflow
 from ....interval.rounding import down, up
 from ..context import RuleContext
 from ._common import raise_unsupported, rule
@@ -96,6 +97,8 @@ def _summed(
         whole = (
             (bad > 0) | ~(np.abs(result.lo) <= c.max_finite) | ~(np.abs(result.hi) <= c.max_finite)
         )
+        # a running buffer may overflow even where the total is finite (cancellation)
+        whole |= may_overflow(magnitude + allowance, factor, c.max_finite)
     if whole.any():
         result = Interval(np.where(whole, -np.inf, result.lo), np.where(whole, np.inf, result.hi))
     return result
