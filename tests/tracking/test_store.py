@@ -32,8 +32,12 @@ def test_records_of_freed_storages_are_swept_after_enough_bytes_are_written() ->
 def test_a_sweep_drops_every_freed_storage_and_nothing_else() -> None:
     with fp.track():
         kept = torch.rand(8) / 3
-        for _ in range(5):
-            torch.rand(32) / 3  # freed at once
+        # five storages alive at once (one freed at once may be reused at the same address by
+        # the next, whose record then replaces its record: a sweep would find fewer)
+        dead = [torch.rand(32) / 3 for _ in range(5)]
+        assert len({t.untyped_storage().data_ptr() for t in dead}) == 5
+    STORE.sweep()  # whatever earlier tests left
+    del dead
     gc.collect()
     assert STORE.sweep() >= 5
     assert all(not ref.expired() for ref in STORE._refs.values())
