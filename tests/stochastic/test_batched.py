@@ -223,7 +223,7 @@ REFUSED = {
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_what_a_batch_cannot_run_runs_one_sample_at_a_time(
-    name: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     fn, reason = REFUSED[name]
     x = torch.linspace(-1, 1, 32).reshape(4, 8)

@@ -310,11 +310,10 @@ def _convolution(ctx: RuleContext) -> Interval:
     # kernel's value leaves the float32 model's enclosure, the convolution is bounded with
     # flushed inputs, then as accumulated in its own format (with flushed inputs)
     channels = (1, -1) + (1,) * (x.dim() - 2)
-    allowance = _flush_allowance(
-        ctx,
-        [(x, w, 1.0, product)],
-        None if bias is None else (bias, 1.0, lambda c: c.reshape(channels)),
-    )
+    products: Products = [(x, w, 1.0, product)]
+    flushing = None if bias is None else (bias, 1.0, lambda c: c.reshape(channels))
+    allowance = None  # computed when first needed
+    may_flush = _may_flush(ctx, products, flushing)
     value = ctx.values(ctx.outputs[0])
     for in_format in (False, True):
         if in_format:
@@ -328,7 +327,9 @@ def _convolution(ctx: RuleContext) -> Interval:
             )
         if _holds(enclosure, value):
             return enclosure
-        if allowance is not None:
+        if may_flush:
+            if allowance is None:
+                allowance = _flush_allowance(ctx, products, flushing)
             widened = enclosure.widen(allowance).to_format(ctx.fmt)
             if _holds(widened, value):
                 ctx.note(_FLUSHED)
@@ -360,13 +361,27 @@ _FLUSHED = "the CPU kernel may have flushed subnormal inputs to zero: bounded wi
 Products = list[tuple[Any, Any, float, Callable[[Array, Array], Array]]]
 
 
+def _may_flush(
+    ctx: RuleContext,
+    products: Products,
+    addend: tuple[Any, float, Callable[[Array], Array]] | None = None,
+) -> bool:
+    """Can flushing subnormal inputs to zero change this CPU product (:func:`_flush_allowance`):
+    a float16 or bfloat16 one with a subnormal operand, not bounded a posteriori?"""
+    if ctx.observed or ctx.device.type != "cpu" or ctx.fmt.precision >= _F32_BITS:
+        return False
+    operands = [t for a, b, _, _ in products for t in (a, b)]
+    if addend is not None:
+        operands.append(addend[0])
+    return any(_has_subnormal(t, ctx.fmt.smallest_normal) for t in operands)
+
+
 def _flush_allowance(
     ctx: RuleContext,
     products: Products,
     addend: tuple[Any, float, Callable[[Array], Array]] | None = None,
-) -> Array | None:
-    """What flushing subnormal inputs to zero can change each output by, or None where it
-    cannot happen (no operand holds a subnormal, or no such CPU kernel).
+) -> Array:
+    """What flushing subnormal inputs to zero can change each output by.
 
     oneDNN's bfloat16 kernels on a CPU with AVX-512 bfloat16 instructions (an AMD EPYC, torch
     2.13.0) flush subnormal inputs to zero (DAZ): a 64 x 64 product of 1e-39 by 1e30 computes 0,
@@ -374,15 +389,8 @@ def _flush_allowance(
     that CPU, keep them). The change is at most the sum over an output's terms with a
     subnormal factor of ``|scale| |a| |b|`` (``products``), plus ``|beta| |c|`` for a subnormal
     addend element (``addend``: ``c``, ``beta`` and the map laying ``c`` out as the output),
-    computed from the operands' values."""
-    if ctx.observed or ctx.device.type != "cpu" or ctx.fmt.precision >= _F32_BITS:
-        return None
+    computed from the operands' values (two more products: only where needed)."""
     tiny = ctx.fmt.smallest_normal
-    operands = [t for a, b, _, _ in products for t in (a, b)]
-    if addend is not None:
-        operands.append(addend[0])
-    if not any(_has_subnormal(t, tiny) for t in operands):
-        return None
     allowance: Array = np.zeros(tuple(ctx.outputs[0].shape))
     with np.errstate(over="ignore", invalid="ignore"):
         for a, b, scale, product in products:
@@ -407,13 +415,12 @@ def _allow_flushed_inputs(
     """``enclosure``, or, where an operand holds a subnormal and the kernel's value lies
     outside it, ``enclosure`` widened by :func:`_flush_allowance` (a value outside even that
     is refused). Either way it holds the exact result."""
-    allowance = _flush_allowance(ctx, products, addend)
-    if allowance is None:
+    if not _may_flush(ctx, products, addend):
         return enclosure
     value = ctx.values(ctx.outputs[0])
     if _holds(enclosure, value):
         return enclosure
-    widened = enclosure.widen(allowance).to_format(ctx.fmt)
+    widened = enclosure.widen(_flush_allowance(ctx, products, addend)).to_format(ctx.fmt)
     if not _holds(widened, value):
         raise_unsupported(ctx, f"a {ctx.fmt.name} product computed outside every model")
     ctx.note(_FLUSHED)
