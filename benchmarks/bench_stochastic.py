@@ -360,22 +360,28 @@ def cost(samples: int) -> None:
         run = run_in(model)
         x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
         with torch.no_grad():
-            run(dtype, x)
-            fp.stochastic_bounds(run, dtype, x, samples=2, seed=0)  # warm (pools, imports)
-            plain, stochastic = [], []
-            for repeat in range(5):
-                start = time.thread_time()
-                for _ in range(samples):
-                    run(dtype, x)
-                plain.append(time.thread_time() - start)
-                start = time.thread_time()
-                # a seed not used before, as in a test suite (each test its own)
-                fp.stochastic_bounds(run, dtype, x, samples=samples, seed=1 + repeat)
-                stochastic.append(time.thread_time() - start)
-        floor, spent = min(plain), min(stochastic)
-        print(f"{name}: floor {floor:.3f} s, stochastic {spent:.3f} s, ratio {spent / floor:.2f}")
+            run(dtype, x)  # the model's copy in dtype, made once
+            _timed_ratio(name, samples, run, dtype, x)
     zoo_cost(samples)
     print()
+
+
+def _timed_ratio(name: str, samples: int, run: Any, *args: Any) -> None:
+    """Print ``stochastic_bounds(run, *args, samples=samples)`` against ``samples`` plain runs,
+    interleaved, fastest of 5 each, thread CPU time, after a warm-up (pools, imports); each
+    call with a seed not used before, as in a test suite (each test its own)."""
+    fp.stochastic_bounds(run, *args, samples=2, seed=0)
+    plain, stochastic = [], []
+    for repeat in range(5):
+        start = time.thread_time()
+        for _ in range(samples):
+            run(*args)
+        plain.append(time.thread_time() - start)
+        start = time.thread_time()
+        fp.stochastic_bounds(run, *args, samples=samples, seed=1 + repeat)
+        stochastic.append(time.thread_time() - start)
+    floor, spent = min(plain), min(stochastic)
+    print(f"{name}: floor {floor:.3f} s, stochastic {spent:.3f} s, ratio {spent / floor:.2f}")
 
 
 def zoo_cost(samples: int) -> None:
@@ -394,21 +400,7 @@ def zoo_cost(samples: int) -> None:
                     out = model(ids)
                 return out if isinstance(out, torch.Tensor) else out[0]
 
-            fp.stochastic_bounds(run, samples=2, seed=0)  # warm
-            plain, stochastic = [], []
-            for repeat in range(5):
-                start = time.thread_time()
-                for _ in range(samples):
-                    run()
-                plain.append(time.thread_time() - start)
-                start = time.thread_time()
-                fp.stochastic_bounds(run, samples=samples, seed=1 + repeat)
-                stochastic.append(time.thread_time() - start)
-            floor, spent = min(plain), min(stochastic)
-            print(
-                f"{name} {str(dtype).removeprefix('torch.')}: floor {floor:.3f} s, stochastic "
-                f"{spent:.3f} s, ratio {spent / floor:.2f}"
-            )
+            _timed_ratio(f"{name} {str(dtype).removeprefix('torch.')}", samples, run)
 
 
 def main() -> None:

@@ -256,6 +256,32 @@ def _functorch_on() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def _vmap_level(count: int) -> Iterator[int]:
+    """A functorch vmap level of ``count`` samples, entered with the functorch keys back."""
+    with _functorch_on():
+        level = functorch._vmap_increment_nesting(count, "error")
+        try:
+            yield level
+        finally:
+            functorch._vmap_decrement_nesting()
+
+
+def _batched(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    positions: tuple[int, ...],
+    rows: list[torch.Tensor],
+    level: int,
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments with the rows at ``positions`` batched along their first dimension at
+    ``level``."""
+    batched = {
+        p: functorch._add_batch_dim(t, 0, level) for p, t in zip(positions, rows, strict=True)
+    }
+    return _replace(args, kwargs, batched)
+
+
 class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
     """The dispatch mode of a batch of samples (module docstring): the rules of
     :class:`~pytest_fpcheck.stochastic.mode.StochasticMode`, each operation run on the rows of
@@ -420,19 +446,11 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
         kwargs: dict[str, Any],
         rows: list[torch.Tensor],
     ) -> Any:
-        positions, count = self._positions, self.count
-        with _functorch_on():
-            level = functorch._vmap_increment_nesting(count, "error")
-            try:
-                batched = {
-                    p: functorch._add_batch_dim(t, 0, level)
-                    for p, t in zip(positions, rows, strict=True)
-                }
-                inner_args, inner_kwargs = _replace(args, kwargs, batched)
-                out = func(*inner_args, **inner_kwargs)
-                return _map_results(lambda t: functorch._remove_batch_dim(t, level, count, 0), out)
-            finally:
-                functorch._vmap_decrement_nesting()
+        count = self.count
+        with _vmap_level(count) as level:
+            inner_args, inner_kwargs = _batched(args, kwargs, self._positions, rows, level)
+            out = func(*inner_args, **inner_kwargs)
+            return _map_results(lambda t: functorch._remove_batch_dim(t, level, count, 0), out)
 
     def _per_sample(
         self,
@@ -508,21 +526,13 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
                 sigmas.append(sigma)
             return torch.stack(sigmas)
         count = self.count
-        with _functorch_on():
-            level = functorch._vmap_increment_nesting(count, "error")
-            try:
-                batched = {
-                    p: functorch._add_batch_dim(t, 0, level)
-                    for p, t in zip(positions, rows, strict=True)
-                }
-                inner_args, inner_kwargs = _replace(args, kwargs, batched)
-                inner_total = functorch._add_batch_dim(total, 0, level)
-                sigma = super()._sigma(functional, inner_args, inner_kwargs, inner_total, u)
-                if sigma is None:
-                    return None
-                return functorch._remove_batch_dim(sigma, level, count, 0)
-            finally:
-                functorch._vmap_decrement_nesting()
+        with _vmap_level(count) as level:
+            inner_args, inner_kwargs = _batched(args, kwargs, positions, rows, level)
+            inner_total = functorch._add_batch_dim(total, 0, level)
+            sigma = super()._sigma(functional, inner_args, inner_kwargs, inner_total, u)
+            if sigma is None:
+                return None
+            return functorch._remove_batch_dim(sigma, level, count, 0)
 
     def _note_range(self, x: torch.Tensor, fmt: Format) -> bool:
         """Per sample: the samples with a value out of ``fmt``'s range are suspect."""

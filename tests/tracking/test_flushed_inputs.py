@@ -6,7 +6,6 @@ kernels are checked too, whichever way this CPU computes them."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -17,6 +16,8 @@ import pytest_fpcheck as fp
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
+from .cpu_kernels import replaced_cpu_kernels  # noqa: E402
+
 SUBNORMAL = {torch.bfloat16: 1e-39, torch.float16: 3e-6}
 LARGE = {torch.bfloat16: 1e30, torch.float16: 1e3}
 
@@ -26,11 +27,8 @@ def _flushed(t: torch.Tensor) -> np.ndarray:
     return np.where(np.abs(values) < torch.finfo(t.dtype).tiny, 0.0, values)
 
 
-def _flushing_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(_flushed(a) @ _flushed(b)).to(a.dtype)
-
-
-def _flushing_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def _flushing_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``mm`` and ``bmm`` of a kernel that flushes subnormal inputs to zero."""
     return torch.from_numpy(np.matmul(_flushed(a), _flushed(b))).to(a.dtype)
 
 
@@ -45,16 +43,8 @@ def _flushing_addmm(
 def flushing_kernels() -> Iterator[None]:
     """ATen's CPU ``mm``, ``bmm`` and ``addmm`` replaced by kernels that flush subnormal
     inputs to zero, for the test."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
-        library = torch.library.Library("aten", "IMPL")
-        library.impl("mm", _flushing_mm, "CPU")
-        library.impl("bmm", _flushing_bmm, "CPU")
-        library.impl("addmm", _flushing_addmm, "CPU")
-    try:
+    with replaced_cpu_kernels(mm=_flushing_matmul, bmm=_flushing_matmul, addmm=_flushing_addmm):
         yield
-    finally:
-        library._destroy()
 
 
 def _operands(dtype: torch.dtype, *shape: int) -> tuple[torch.Tensor, torch.Tensor]:

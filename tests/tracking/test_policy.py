@@ -17,6 +17,8 @@ from pytest_fpcheck.tracking.core.policy import (  # noqa: E402
     matmul_precision,
 )
 
+from .cpu_kernels import replaced_cpu_kernels  # noqa: E402
+
 F = fp.formats.FORMATS
 CUDA = torch.device("cuda")
 
@@ -179,24 +181,16 @@ def test_a_kernel_using_bfloat16_inputs_is_enclosed_when_onednn_may(
     """Under ``set_float32_matmul_precision("medium")`` the enclosure holds a float32 product
     computed from bfloat16-rounded inputs (registered as ATen's CPU mm for the test); with the
     default precision it would not (a kernel may not do it then)."""
-    import warnings
-
     generator = torch.Generator().manual_seed(5)
     a = torch.randn(16, 64, generator=generator)
     b = torch.randn(64, 16, generator=generator)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        library = torch.library.Library("aten", "IMPL")
-        library.impl("mm", _mm_of_bfloat16_inputs, "CPU")
-    try:
+    with replaced_cpu_kernels(mm=_mm_of_bfloat16_inputs):
         with fp.track(strict=True):
             tight = a @ b
         assert not fp.bounds_of(tight).contains(tight).all()
         torch.set_float32_matmul_precision("medium")
         with fp.track(strict=True):
             out = a @ b
-    finally:
-        library._destroy()
     bounds = fp.bounds_of(out)
     assert bounds.contains(out).all()
     assert bounds.contains(a.double() @ b.double()).all()

@@ -5,7 +5,7 @@ logistic function the rules bound around, and small argument helpers."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
@@ -97,6 +97,6 @@ def sum_factor(ctx: RuleContext, accumulate: Format) -> Callable[[int], float]:
     return lambda n: ctx.sums.factor(n, u)
 
 
-def raise_unsupported(ctx: RuleContext, what: str) -> None:
+def raise_unsupported(ctx: RuleContext, what: str) -> NoReturn:
     """Refuse a variant of an operation that has a rule (``what`` says which)."""
     raise UnsupportedOperation(ctx.call.name, where=ctx.call.site, how=f"{what} has no rule yet")

@@ -33,7 +33,7 @@ import numpy as np
 from ....interval.core import Interval
 from ..context import RuleContext
 from ._common import raise_unsupported, rule
-from .linalg import _allow_flushed_inputs, _matmul, _product
+from .linalg import _allow_flushed_inputs, _product
 
 __all__: list[str] = []
 
@@ -82,6 +82,10 @@ def _cut(offsets: np.ndarray, groups: int, what: str, ctx: RuleContext) -> list[
     return [(int(s), int(e)) for s, e in zip(starts, offsets, strict=True)]
 
 
+#: where a group of ``_grouped_mm`` lies in an operand or the result
+_Index = tuple[slice | int, ...]
+
+
 @rule("aten._grouped_mm")
 def _grouped_mm(ctx: RuleContext) -> Interval:
     a, b = ctx.arg(0, "self"), ctx.arg(1, "mat2")
@@ -90,58 +94,46 @@ def _grouped_mm(ctx: RuleContext) -> Interval:
         raise_unsupported(ctx, "_grouped_mm with a bias")
     left, right = ctx.operand(a), ctx.operand(b)
     shape = tuple(ctx.outputs[0].shape)
-    lo, hi = np.full(shape, -np.inf), np.full(shape, np.inf)
-
-    def place(index: tuple[slice | int, ...], x: Interval, y: Interval, k: int) -> None:
-        product = _product(ctx, x, y, k)
-        lo[index], hi[index] = product.lo, product.hi
-
+    # each group: (its place in the result, in a, in b, the length of its sums)
+    groups: list[tuple[_Index, _Index, _Index, int]]
     if a.dim() == 3 and b.dim() == 3:
-        for g in range(a.shape[0]):
-            place((g,), left.map(lambda v, g=g: v[g]), right.map(lambda v, g=g: v[g]), a.shape[2])
-        return _allow_flushed_inputs(ctx, Interval(lo, hi), [(a, b, 1.0, _matmul)])
-    if offs is None:
-        raise_unsupported(ctx, f"_grouped_mm of {a.dim()}-d and {b.dim()}-d operands without offs")
-    offsets = ctx.values(offs).astype(np.int64).reshape(-1)
-    if a.dim() == 2 and b.dim() == 3:
-        for g, (s, e) in enumerate(_cut(offsets, b.shape[0], "experts", ctx)):
-            rows = (slice(s, e),)
-            place(
-                rows, left.map(lambda v, r=rows: v[r]), right.map(lambda v, g=g: v[g]), a.shape[1]
+        groups = [((g,), (g,), (g,), a.shape[2]) for g in range(a.shape[0])]
+    else:
+        if offs is None:
+            raise_unsupported(
+                ctx, f"_grouped_mm of {a.dim()}-d and {b.dim()}-d operands without offs"
             )
-    elif a.dim() == 3 and b.dim() == 2:
-        for g, (s, e) in enumerate(_cut(offsets, a.shape[0], "groups", ctx)):
-            columns = (slice(None), slice(s, e))
-            place(
-                columns,
-                left.map(lambda v, g=g: v[g]),
-                right.map(lambda v, c=columns: v[c]),
-                a.shape[2],
-            )
-    else:  # both 2-d: the shared dimension cut into groups, one result matrix each
-        for g, (s, e) in enumerate(_cut(offsets, shape[0], "groups", ctx)):
-            if e == s:
-                lo[g], hi[g] = 0.0, 0.0
-                continue
-            place(
-                (g,),
-                left.map(lambda v, s=s, e=e: v[:, s:e]),
-                right.map(lambda v, s=s, e=e: v[s:e]),
-                e - s,
-            )
+        offsets = ctx.values(offs).astype(np.int64).reshape(-1)
+        if a.dim() == 2 and b.dim() == 3:
+            groups = [
+                ((slice(s, e),), (slice(s, e),), (g,), a.shape[1])
+                for g, (s, e) in enumerate(_cut(offsets, b.shape[0], "experts", ctx))
+            ]
+        elif a.dim() == 3 and b.dim() == 2:
+            groups = [
+                ((slice(None), slice(s, e)), (g,), (slice(None), slice(s, e)), a.shape[2])
+                for g, (s, e) in enumerate(_cut(offsets, a.shape[0], "groups", ctx))
+            ]
+        else:  # both 2-d: the shared dimension cut into groups, one result matrix each
+            groups = [
+                ((g,), (slice(None), slice(s, e)), (slice(s, e),), e - s)
+                for g, (s, e) in enumerate(_cut(offsets, shape[0], "groups", ctx))
+            ]
+    lo, hi = np.full(shape, -np.inf), np.full(shape, np.inf)
+    for out_index, a_index, b_index, k in groups:
+        if k == 0:  # an empty sum: exactly 0
+            lo[out_index], hi[out_index] = 0.0, 0.0
+            continue
+        product = _product(
+            ctx, left.map(lambda v, i=a_index: v[i]), right.map(lambda v, i=b_index: v[i]), k
+        )
+        lo[out_index], hi[out_index] = product.lo, product.hi
 
     def grouped(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The same groups' products of float64 arrays (rows never written: 0)."""
         out = np.zeros(shape)
-        if a.dim() == 2 and b.dim() == 3:
-            for g, (s, e) in enumerate(_cut(offsets, b.shape[0], "experts", ctx)):
-                out[s:e] = x[s:e] @ y[g]
-        elif a.dim() == 3 and b.dim() == 2:
-            for g, (s, e) in enumerate(_cut(offsets, a.shape[0], "groups", ctx)):
-                out[:, s:e] = x[g] @ y[:, s:e]
-        else:
-            for g, (s, e) in enumerate(_cut(offsets, shape[0], "groups", ctx)):
-                out[g] = x[:, s:e] @ y[s:e]
+        for out_index, a_index, b_index, _ in groups:
+            out[out_index] = x[a_index] @ y[b_index]
         return out
 
     return _allow_flushed_inputs(ctx, Interval(lo, hi), [(a, b, 1.0, grouped)])

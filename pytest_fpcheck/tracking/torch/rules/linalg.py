@@ -312,8 +312,8 @@ def _convolution(ctx: RuleContext) -> Interval:
     channels = (1, -1) + (1,) * (x.dim() - 2)
     products: Products = [(x, w, 1.0, product)]
     flushing = None if bias is None else (bias, 1.0, lambda c: c.reshape(channels))
-    allowance = None  # computed when first needed
-    may_flush = _may_flush(ctx, products, flushing)
+    may_flush: bool | None = None  # both found when first needed
+    allowance = None
     value = ctx.values(ctx.outputs[0])
     for in_format in (False, True):
         if in_format:
@@ -327,6 +327,8 @@ def _convolution(ctx: RuleContext) -> Interval:
             )
         if _holds(enclosure, value):
             return enclosure
+        if may_flush is None:
+            may_flush = _may_flush(ctx, products, flushing)
         if may_flush:
             if allowance is None:
                 allowance = _flush_allowance(ctx, products, flushing)
@@ -335,7 +337,6 @@ def _convolution(ctx: RuleContext) -> Interval:
                 ctx.note(_FLUSHED)
                 return widened
     raise_unsupported(ctx, f"a {ctx.fmt.name} convolution computed outside every model")
-    raise AssertionError("unreachable")  # raise_unsupported raises
 
 
 #: float32's significand bits: narrower formats may round partial sums (``_convolution``)
