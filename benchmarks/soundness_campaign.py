@@ -2,7 +2,10 @@
 programs, zero violations). CI runs a 300-program slice (tests/tracking/test_soundness.py).
 
 Run: ``python benchmarks/soundness_campaign.py --programs 100000 [--seed 1] [--mode
-a_posteriori] [--require OP]``. Prints progress
+a_posteriori] [--require OP] [--device cuda] [--seconds S] [--matmul-precision high]``. ``--device cuda`` runs the
+programs on a GPU (the CUDA models of ``tracking/core/policy.py``: cuBLAS's reduced-precision
+split-K, tensor cores); ``--seconds`` stops after that long (a campaign sized to a lease of the
+device machine). Prints progress
 and, at the end, the number of programs checked, the number with an exact value (the others
 are undefined, e.g. log of zero), and every violation found (there must be none).
 """
@@ -10,16 +13,22 @@ are undefined, e.g. log of zero), and every violation found (there must be none)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import torch
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from tests.tracking.programs import programs
 from tests.tracking.test_soundness import check_program
+
+
+class _TimeUp(Exception):
+    """``--seconds`` have passed."""
 
 
 def main() -> None:
@@ -40,7 +49,22 @@ def main() -> None:
         choices=("rigorous", "a_posteriori"),
         help="the tracking mode (a posteriori also checks the float64 run of each program)",
     )
+    parser.add_argument("--device", default="cpu", help="where the programs run: cpu, cuda")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="stop after this long (the programs so far count)",
+    )
+    parser.add_argument(
+        "--matmul-precision",
+        default="highest",
+        choices=("highest", "high", "medium"),
+        help="torch.set_float32_matmul_precision: TF32 (high) or bfloat16 (medium) inputs to "
+        "float32 matmuls where the hardware has them",
+    )
     options = parser.parse_args()
+    torch.set_float32_matmul_precision(options.matmul_precision)
     violations: list[str] = []
     count = 0
     start = time.perf_counter()
@@ -56,9 +80,11 @@ def main() -> None:
     @given(programs(max_steps=options.max_steps, require=options.require))
     def campaign(program: object) -> None:
         nonlocal count
+        if options.seconds is not None and time.perf_counter() - start > options.seconds:
+            raise _TimeUp
         count += 1
         try:
-            check_program(program, options.mode)
+            check_program(program, options.mode, options.device)
         except AssertionError as error:
             violations.append(repr(error)[:2000])
             print("VIOLATION", violations[-1], flush=True)
@@ -68,10 +94,12 @@ def main() -> None:
                 f"{count} programs, {len(violations)} violations, {rate:.0f} programs/s", flush=True
             )
 
-    campaign()
+    with contextlib.suppress(_TimeUp):
+        campaign()
     elapsed = time.perf_counter() - start
     print(
-        f"checked {count} programs in {elapsed:.0f} s (seed {options.seed}): "
+        f"checked {count} programs on {options.device} in {elapsed:.0f} s (seed {options.seed}, "
+        f"{options.mode}): "
         f"{len(violations)} violations"
     )
     sys.exit(1 if violations else 0)

@@ -166,12 +166,12 @@ def programs(draw: st.DrawFn, *, max_steps: int = 4, require: str | None = None)
     return Program(dtype, shape, (x, y), tuple(steps), cast_to)
 
 
-def run_torch(program: Program, *, float64: bool = False) -> torch.Tensor:
-    """The program run by PyTorch in its format, or with ``float64`` every step in float64
-    (casts the identity, as in :func:`run_exact`)."""
+def run_torch(program: Program, *, float64: bool = False, device: str = "cpu") -> torch.Tensor:
+    """The program run by PyTorch in its format on ``device``, or with ``float64`` every step
+    in float64 (casts the identity, as in :func:`run_exact`)."""
     dtype = torch.float64 if float64 else DTYPES[program.dtype]
-    x = torch.tensor(program.inputs[0], dtype=dtype)
-    y = torch.tensor(program.inputs[1], dtype=dtype)
+    x = torch.tensor(program.inputs[0], dtype=dtype, device=device)
+    y = torch.tensor(program.inputs[1], dtype=dtype, device=device)
     F_ = torch.nn.functional
     for kind, op in program.steps:
         if kind == "unary":
@@ -336,7 +336,8 @@ def _layer_norm_backward(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     forward kernel, eps 1e-5."""
     aten = torch.ops.aten
     n = x.shape[-1]
-    weight, bias = torch.ones(n, dtype=x.dtype), torch.zeros(n, dtype=x.dtype)
+    weight = torch.ones(n, dtype=x.dtype, device=x.device)
+    bias = torch.zeros(n, dtype=x.dtype, device=x.device)
     _, mean, rstd = aten.native_layer_norm(x, [n], weight, bias, 1e-5)
     dx, dw, db = aten.native_layer_norm_backward(
         g, x, [n], mean, rstd, weight, bias, [True, True, True]
@@ -372,7 +373,7 @@ def _fused_adamw(param: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
         [zeros],
         [zeros.clone()],
         [],
-        [torch.tensor(1.0)],
+        [torch.tensor(1.0, device=param.device)],
         **ADAMW,
         amsgrad=False,
         maximize=False,

@@ -17,18 +17,19 @@ torch = pytest.importorskip("torch")
 from .programs import Undefined, exact_to_float, programs, run_exact, run_torch  # noqa: E402
 
 
-def check_program(program, mode: str = "rigorous") -> None:
+def check_program(program, mode: str = "rigorous", device: str = "cpu") -> None:
     """The computed and the exact value lie in the enclosure; a posteriori, the program's value
-    with every step in float64 too (``track(mode="a_posteriori")``'s promise)."""
+    with every step in float64 too (``track(mode="a_posteriori")``'s promise). ``device``:
+    where the program runs (the CUDA campaign of ``benchmarks/soundness_campaign.py``)."""
     with fp.track(mode=mode, strict=True):  # an operation without a rule must fail here
-        out = run_torch(program)
-    value = out.detach().double().numpy()
+        out = run_torch(program, device=device)
+    value = out.detach().double().cpu().numpy()
     bounds = fp.bounds_of(out)
     # no record: tracking saw only exact steps (neg, abs, ...), the value is its own enclosure
     lo, hi = (value, value) if bounds is None else (bounds.lo, bounds.hi)
     assert contains(lo, hi, value).all(), (program, value, lo, hi)
     if mode == "a_posteriori":
-        wide = run_torch(program, float64=True).numpy()
+        wide = run_torch(program, float64=True, device=device).cpu().numpy()
         held = contains(lo, hi, wide)
         assert held.all(), (program, wide[~held], lo[~held], hi[~held])
     try:

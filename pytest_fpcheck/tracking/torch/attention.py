@@ -85,7 +85,7 @@ from ...formats import FORMATS, Format
 from ...interval import rounding
 from ...interval.bounds import Provenance
 from ...interval.core import Interval
-from ..core.store import STORE, Record
+from ..core.store import STORE, Record, float64_values
 
 __all__ = ["flash_attention_for_cpu"]
 
@@ -178,8 +178,7 @@ def _enclosure(reference: torch.Tensor) -> tuple[np.ndarray, np.ndarray, Record 
     record = STORE.record_of(reference)
     enclosure = STORE.read(reference)
     if record is None or enclosure is None:  # exact throughout: the math path's values
-        with internal(), torch.no_grad():
-            computed = reference.detach().to(torch.float64).numpy()
+        computed = float64_values(reference)
         return computed.copy(), computed.copy(), None
     lo = np.array(enclosure.lo, dtype=np.float64)
     return lo, np.array(enclosure.hi, dtype=np.float64), record
@@ -240,8 +239,7 @@ def _magnitude(t: torch.Tensor) -> np.ndarray:
     """max |x| over each element's enclosure (its value where tracking has none), in float64."""
     enclosure = STORE.read(t)
     if enclosure is None:
-        with internal(), torch.no_grad():
-            computed: np.ndarray = np.abs(t.detach().to(torch.float64).numpy())
+        computed: np.ndarray = np.abs(float64_values(t))
         return computed
     magnitude: np.ndarray = np.maximum(np.abs(enclosure.lo), np.abs(enclosure.hi))
     return magnitude
@@ -256,8 +254,7 @@ def _mask_magnitude(attn_mask: torch.Tensor | None, spread: np.ndarray) -> np.nd
     them). Other rows count every finite entry (a row masked by large finite numbers only)."""
     if attn_mask is None or not attn_mask.is_floating_point():
         return 0.0
-    with internal(), torch.no_grad():
-        mask = attn_mask.detach().to(torch.float64).numpy()
+    mask = float64_values(attn_mask)
     finite = np.isfinite(mask)
     size = np.where(finite, np.abs(mask), 0.0)
     small = finite & (size <= _BLOCKING)
@@ -278,8 +275,7 @@ def _record_beside(
     """Record (lo, hi) beside the kernel's ``output``; an element of ``output`` outside it gets
     the whole line, with a note, unless tracking is a posteriori (:mod:`.mode`): then the
     kernel's values are joined to the math path's enclosure of the exact result."""
-    with internal(), torch.no_grad():
-        actual = output.detach().to(torch.float64).numpy()
+    actual = float64_values(output)
     if record is not None and record.mode == "a_posteriori":
         lo, hi = np.minimum(lo, actual), np.maximum(hi, actual)  # NaN: outside, below
     with np.errstate(invalid="ignore"):

@@ -45,13 +45,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...adapters.torch import dtype_format, internal
+from ...adapters.torch import dtype_format
 from ...errors import InternalError, UnsupportedOperation
 from ...interval.bounds import contains
 from ...interval.core import Interval
 from ..core.interpose import OpCall
 from ..core.policy import accumulating_in_format
-from ..core.store import STORE
+from ..core.store import STORE, float64_values
 from .context import RuleContext
 
 __all__ = ["decomposition_rule"]
@@ -687,8 +687,7 @@ def _replica_bounds(
             continue
         enclosure = STORE.read(copy)
         if enclosure is None:
-            with internal(), torch.no_grad():
-                enclosure = Interval.point(copy.detach().to(torch.float64).numpy())
+            enclosure = Interval.point(float64_values(copy))
         enclosure = enclosure.to_format(ctx.fmt)
         value = ctx.values(real)
         if enclosure.shape != value.shape or (

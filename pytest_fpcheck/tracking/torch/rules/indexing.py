@@ -60,8 +60,10 @@ for _name in (
 
 
 def _swap_floats(value: Any, pick: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``value`` with each floating tensor replaced by ``pick``'s host tensor, and the other
+    tensors (indices, masks) moved to the host beside them."""
     if isinstance(value, torch.Tensor):
-        return pick(value) if dtype_format(value.dtype) is not None else value
+        return pick(value) if dtype_format(value.dtype) is not None else value.cpu()
     if isinstance(value, (list, tuple)):
         return type(value)(_swap_floats(v, pick) for v in value)
     return value
@@ -105,10 +107,8 @@ def _monotone(ctx: RuleContext) -> Any:
         if not isinstance(lo_t, torch.Tensor) or dtype_format(lo_t.dtype) is None:
             result.append(None)
             continue
-        lo_a = lo_t.to(torch.float64).numpy()
-        result.append(
-            Interval.point(lo_a) if all_points else Interval(lo_a, hi_t.to(torch.float64).numpy())
-        )
+        lo_a = float64_values(lo_t)
+        result.append(Interval.point(lo_a) if all_points else Interval(lo_a, float64_values(hi_t)))
     return tuple(result)
 
 

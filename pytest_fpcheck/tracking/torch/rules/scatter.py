@@ -46,7 +46,7 @@ def _scatter_add(ctx: RuleContext) -> Interval:
         def scatter(into: np.ndarray, values: np.ndarray) -> np.ndarray:
             base = as_tensor(np.broadcast_to(into, tuple(target.shape)).copy())
             added = as_tensor(np.broadcast_to(values, tuple(source.shape)).copy())
-            out: np.ndarray = base.scatter_add(dim, index, added).numpy()
+            out: np.ndarray = base.scatter_add(dim, index.cpu(), added).numpy()
             return out
 
         lo = scatter(a.lo, b.lo)
