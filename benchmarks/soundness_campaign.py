@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
+from pytest_fpcheck.errors import UnsupportedOperation
 from tests.tracking.programs import programs
 from tests.tracking.test_soundness import check_program
 
@@ -66,6 +68,7 @@ def main() -> None:
     options = parser.parse_args()
     torch.set_float32_matmul_precision(options.matmul_precision)
     violations: list[str] = []
+    refused = Counter[str]()
     count = 0
     start = time.perf_counter()
 
@@ -85,6 +88,8 @@ def main() -> None:
         count += 1
         try:
             check_program(program, options.mode, options.device)
+        except UnsupportedOperation as error:  # a refusal names its operation: no bound given
+            refused[error.op] += 1
         except AssertionError as error:
             violations.append(repr(error)[:2000])
             print("VIOLATION", violations[-1], flush=True)
@@ -101,6 +106,7 @@ def main() -> None:
         f"checked {count} programs on {options.device} in {elapsed:.0f} s (seed {options.seed}, "
         f"{options.mode}): "
         f"{len(violations)} violations"
+        + (f"; refused (no rule on this device): {dict(refused)}" if refused else "")
     )
     sys.exit(1 if violations else 0)
 

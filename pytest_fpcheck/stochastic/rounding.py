@@ -248,6 +248,10 @@ def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+#: where the pools are drawn (:meth:`SampleRandom.pool` copies them to other devices)
+_HOST = torch.device("cpu")
+
+
 class SampleRandom:
     """What sample ``index`` of a run draws: offsets into the pools.
 
@@ -277,15 +281,18 @@ class SampleRandom:
         self._common = None if count is None else _Common.of(seed, count)
         self._offset_position = 0  # of the common offsets
         self._stratum_position = 0  # of the common strata
-        self._arrays: dict[str, tuple[torch.Tensor, int]] = {}
+        self._arrays: dict[tuple[str, torch.device], tuple[torch.Tensor, int]] = {}
 
-    def pool(self, kind: str, n: int) -> torch.Tensor:
-        """The pool of ``kind`` that ``n`` numbers are read from (kept for the run)."""
+    def pool(self, kind: str, n: int, device: torch.device = _HOST) -> torch.Tensor:
+        """The pool of ``kind`` that ``n`` numbers are read from (kept for the run), on
+        ``device`` (a copy of the host's pool there: the same numbers on every device)."""
         size = pool_size(n)
-        pool, length = self._arrays.get(kind, (None, 0))
+        pool, length = self._arrays.get((kind, device), (None, 0))
         if pool is None or length < size:
             pool = self.pools.pool(kind, n)
-            self._arrays[kind] = (pool, pool.numel())
+            if device != _HOST:
+                pool = pool.to(device)
+            self._arrays[(kind, device)] = (pool, pool.numel())
         return pool
 
     def locate(self, kind: str, n: int) -> tuple[int, int | None]:
@@ -314,7 +321,7 @@ class SampleRandom:
         """``like.numel()`` numbers of ``kind`` in ``like``'s shape (a view of a pool, or the
         view shifted for this sample's stratum)."""
         n = like.numel()
-        pool = self.pool(kind, n)
+        pool = self.pool(kind, n, like.device)
         # the same whatever ran before
         start, stratum = self.locate(kind, n)
         shape = like.shape
@@ -412,7 +419,7 @@ class BatchRandom:
         first dimension is the samples')."""
         shape = like.shape[1:]
         n = math.prod(shape)
-        pool = self.samples[0].pool(kind, n)
+        pool = self.samples[0].pool(kind, n, like.device)
         strides = _strides(shape)
         count = self.rows
         modulus = _STRATIFIED.get(kind, 0)
@@ -421,14 +428,14 @@ class BatchRandom:
             size = pool_size(n)
             start = self._common.offset(offset) % (size - n + 1)
             self._aligned = (offset + 1, position + 1)
-            shift = self._shift(modulus, position, pool.dtype)
+            shift = self._shift(modulus, position, pool.dtype).to(pool.device)
             values = pool.as_strided((1, *shape), (0, *strides), start)
         else:
             located = [sample.locate(kind, n) for sample in self.samples]
             if len({start for start, _ in located}) == 1:
                 values = pool.as_strided((1, *shape), (0, *strides), located[0][0])
             else:
-                starts = torch.tensor([start for start, _ in located])
+                starts = torch.tensor([start for start, _ in located], device=pool.device)
                 windows = pool.as_strided((pool.numel() - n + 1, n), (1, 1))
                 values = windows[starts].view(count, *shape)
             if modulus == 0:
@@ -438,6 +445,7 @@ class BatchRandom:
                 shift = torch.tensor([s / count for s in strata], dtype=pool.dtype)  # type: ignore[operator]
             else:
                 shift = torch.tensor([(s * modulus) // count for s in strata], dtype=pool.dtype)  # type: ignore[operator]
+            shift = shift.to(pool.device)
         # each row shifted by its sample's stratum, as SampleRandom.take shifts it
         shift = shift.view(count, *([1] * len(shape)))
         if modulus is None:

@@ -132,7 +132,7 @@ class NanoGPT(nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         b, t = input_ids.shape
-        x = self.wte(input_ids) + self.wpe(torch.arange(t))
+        x = self.wte(input_ids) + self.wpe(torch.arange(t, device=input_ids.device))
         for block in self.blocks:
             q, k, v = block["attn"](block["ln_1"](x)).split(x.shape[-1], dim=2)
             q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))

@@ -77,14 +77,18 @@ of its own, bounded with the mask it drew).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
 from ...adapters.torch import dtype_format, internal
+from ...errors import UnsupportedOperation
 from ...formats import FORMATS, Format
 from ...interval import rounding
 from ...interval.bounds import Provenance
 from ...interval.core import Interval
+from ..core.policy import dot_factor
 from ..core.store import STORE, Record, float64_values
 
 __all__ = ["flash_attention_for_cpu"]
@@ -113,44 +117,138 @@ def flash_attention_for_cpu(
         output, logsumexp = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(
             query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
         )
+    _bound_beside(output, query, key, value, is_causal, attn_mask, scale, "CPU")
+    return output, logsumexp
+
+
+def _refuse_dropout(name: str, dropout_p: float) -> None:
+    if dropout_p:
+        raise UnsupportedOperation(
+            f"aten.{name}", how=f"attention with dropout (dropout_p={dropout_p}) has no rule yet"
+        )
+
+
+def flash_attention_cuda(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    return_debug_mask: bool = False,
+    *,
+    scale: float | None = None,
+) -> tuple[Any, ...]:
+    """``_scaled_dot_product_flash_attention`` (CUDA): the kernel's outputs, its output bounded
+    beside it by the math path with the tensor-core model (module docstring, "CUDA")."""
+    _refuse_dropout("_scaled_dot_product_flash_attention", dropout_p)
+    with internal():
+        outputs = torch.ops.aten._scaled_dot_product_flash_attention.default(
+            query, key, value, dropout_p, is_causal, return_debug_mask, scale=scale
+        )
+    _bound_beside(outputs[0], query, key, value, is_causal, None, scale, "CUDA")
+    return tuple(outputs)
+
+
+def efficient_attention_cuda(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_bias: torch.Tensor | None,
+    compute_log_sumexp: bool,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+) -> tuple[Any, ...]:
+    """``_scaled_dot_product_efficient_attention`` (CUDA, memory-efficient kernel), as
+    :func:`flash_attention_cuda`; ``attn_bias`` is an additive mask."""
+    _refuse_dropout("_scaled_dot_product_efficient_attention", dropout_p)
+    with internal():
+        outputs = torch.ops.aten._scaled_dot_product_efficient_attention.default(
+            query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, scale=scale
+        )
+    _bound_beside(outputs[0], query, key, value, is_causal, attn_bias, scale, "CUDA")
+    return tuple(outputs)
+
+
+def cudnn_attention_cuda(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_bias: torch.Tensor | None,
+    compute_log_sumexp: bool,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    return_debug_mask: bool = False,
+    *,
+    scale: float | None = None,
+) -> tuple[Any, ...]:
+    """``_scaled_dot_product_cudnn_attention`` (CUDA, cuDNN's fused kernel), as
+    :func:`flash_attention_cuda`."""
+    _refuse_dropout("_scaled_dot_product_cudnn_attention", dropout_p)
+    with internal():
+        outputs = torch.ops.aten._scaled_dot_product_cudnn_attention.default(
+            query,
+            key,
+            value,
+            attn_bias,
+            compute_log_sumexp,
+            dropout_p,
+            is_causal,
+            return_debug_mask,
+            scale=scale,
+        )
+    _bound_beside(outputs[0], query, key, value, is_causal, attn_bias, scale, "CUDA")
+    return tuple(outputs)
+
+
+def _bound_beside(
+    output: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    is_causal: bool,
+    attn_mask: torch.Tensor | None,
+    scale: float | None,
+    device: str,
+) -> None:
+    """Bound a fused attention kernel's ``output`` beside it by the math path: in its own
+    format for float32 and wider, else the float32 path widened by the kernel's error model
+    (``device`` "CUDA": tensor cores' products and sums, module docstring)."""
     fmt = dtype_format(query.dtype)
     if fmt is None or fmt.precision >= 24:
         reference = _math_path(query, key, value, is_causal, attn_mask, scale)
-        enclosure = _enclosure(reference)
-    else:
-        wide_query, wide_key, wide_value = (t.float() for t in (query, key, value))
-        mask = (
-            attn_mask.float()
-            if attn_mask is not None and attn_mask.is_floating_point()
-            else attn_mask
-        )
-        # beside v's columns, |v|'s (each element's largest magnitude, rounded up onto
-        # float32): the upper end of their attention bounds sum_j a_j |v_j| with the exact
-        # weights a_j of the operands; attention treats each column alone, so one math path
-        # serves both
-        with internal(), torch.no_grad():
-            size = torch.from_numpy(rounding.up_to(_magnitude(value), _FLOAT32))
-            size = size.to(torch.float32)
-        both = torch.cat([wide_value, size], dim=-1)
-        reference = _math_path(wide_query, wide_key, both, is_causal, mask, scale)
-        lo, hi, record = _enclosure(reference)
-        columns = value.shape[-1]
-        if record is not None and record.mode == "a_posteriori":
-            # the math path encloses the exact result; the kernel's value is joined to it
-            _record_beside(output, lo[..., :columns], hi[..., :columns], record)
-            return output, logsumexp
-        model = _kernel_model(
-            lo[..., :columns],
-            hi[..., :columns],
-            hi[..., columns:],
-            (query, key, value),
-            mask,
-            scale,
-            fmt,
-        )
-        enclosure = (*model, record)
-    _record_beside(output, *enclosure)
-    return output, logsumexp
+        _record_beside(output, *_enclosure(reference), device)
+        return
+    wide_query, wide_key, wide_value = (t.float() for t in (query, key, value))
+    mask = (
+        attn_mask.float() if attn_mask is not None and attn_mask.is_floating_point() else attn_mask
+    )
+    # beside v's columns, |v|'s (each element's largest magnitude, rounded up onto float32):
+    # the upper end of their attention bounds sum_j a_j |v_j| with the exact weights a_j of
+    # the operands; attention treats each column alone, so one math path serves both
+    with internal(), torch.no_grad():
+        size = torch.from_numpy(rounding.up_to(_magnitude(value), _FLOAT32))
+        size = size.to(value.device, torch.float32)
+    both = torch.cat([wide_value, size], dim=-1)
+    reference = _math_path(wide_query, wide_key, both, is_causal, mask, scale)
+    lo, hi, record = _enclosure(reference)
+    columns = value.shape[-1]
+    if record is not None and record.mode == "a_posteriori":
+        # the math path encloses the exact result; the kernel's value is joined to it
+        _record_beside(output, lo[..., :columns], hi[..., :columns], record, device)
+        return
+    model = _kernel_model(
+        lo[..., :columns],
+        hi[..., :columns],
+        hi[..., columns:],
+        (query, key, value),
+        mask,
+        scale,
+        fmt,
+        tensor_cores=device == "CUDA",
+    )
+    _record_beside(output, *model, record, device)
 
 
 def _math_path(
@@ -192,11 +290,15 @@ def _kernel_model(
     attn_mask: torch.Tensor | None,
     scale: float | None,
     fmt: Format,
+    *,
+    tensor_cores: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The float32 enclosure [``lo``, ``hi``] widened by the fused kernel's error in a half
     format, rho * ``weighted`` + the underflow term (module docstring), then rounded to nearest
     onto ``fmt`` (:func:`.rounding.nearest`: the kernel converts its float32 result with
-    round-to-nearest-even)."""
+    round-to-nearest-even). With ``tensor_cores`` the scores' dot products and the weighted
+    sum are those of matrix units (:func:`.policy.dot_factor`, FTTN's truncating fused adders)
+    rather than float32 FMA chains."""
     query, key, value = operands
     magnitude = _magnitude(value)
     keys, depth = value.shape[-2], query.shape[-1]
@@ -215,13 +317,18 @@ def _kernel_model(
         )
         spread = spread + _mask_magnitude(attn_mask, spread)
         unit = 2.0**-24
-        tau = rounding.up(spread * ((depth + 4) * unit / (1 - (depth + 4) * unit)))
+        dot = (depth + 4) * unit / (1 - (depth + 4) * unit)
+        if tensor_cores:
+            dot = max(dot, _fused_factor(depth + 4))
+        tau = rounding.up(spread * dot)
         blocks = -(-keys // _KV_SPLIT)
         # lambda: the log of each weight's relative error before the format's rounding
         lam = rounding.up(
             tau + 104 * unit + 2.0**-18 + blocks * (2 * (spread + tau + 1) * unit + 4 * unit)
         )
         sums = (keys + blocks + 4) * unit / (1 - (keys + blocks + 4) * unit)
+        if tensor_cores:
+            sums = max(sums, _fused_factor(keys + blocks + 4))
         rho = rounding.up(
             np.expm1(2 * lam) * (1 + fmt.unit_roundoff) * (1 + sums) ** 3
             + fmt.unit_roundoff * (1 + sums) ** 3
@@ -233,6 +340,12 @@ def _kernel_model(
         )
         radius = rounding.up(rounding.up(rho * np.maximum(weighted, 0.0)) + absolute)
         return rounding.nearest(rounding.down(lo - radius), rounding.up(hi + radius), fmt)
+
+
+def _fused_factor(terms: int) -> float:
+    """The relative error factor of a float32 accumulation of ``terms`` exact products on
+    matrix units of unknown block width (:func:`.policy.dot_factor`)."""
+    return dot_factor(terms, inputs="fused", accumulator_bits=24, products_exact=True)
 
 
 def _magnitude(t: torch.Tensor) -> np.ndarray:
@@ -270,7 +383,7 @@ def _mask_magnitude(attn_mask: torch.Tensor | None, spread: np.ndarray) -> np.nd
 
 
 def _record_beside(
-    output: torch.Tensor, lo: np.ndarray, hi: np.ndarray, record: Record | None
+    output: torch.Tensor, lo: np.ndarray, hi: np.ndarray, record: Record | None, device: str
 ) -> None:
     """Record (lo, hi) beside the kernel's ``output``; an element of ``output`` outside it gets
     the whole line, with a note, unless tracking is a posteriori (:mod:`.mode`): then the
@@ -282,7 +395,7 @@ def _record_beside(
         outside = ~((lo <= actual) & (actual <= hi))
     notes = (
         *(record.notes if record is not None else ()),
-        "value computed by the fused CPU attention kernel; bounds by ATen's math path",
+        f"value computed by the fused {device} attention kernel; bounds by ATen's math path",
     )
     if outside.any():
         lo[outside], hi[outside] = -np.inf, np.inf

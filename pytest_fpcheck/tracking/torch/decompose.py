@@ -393,9 +393,9 @@ def _layer_norm_backward(
     shift = -(scale * centre)
 
     def reduced(term: Callable[[int], torch.Tensor]) -> torch.Tensor:
-        total = torch.zeros(size, dtype=opmath)
+        total = torch.zeros(size, dtype=opmath, device=x.device)
         for block in blocks:
-            buffer = torch.zeros(size, dtype=x.dtype)
+            buffer = torch.zeros(size, dtype=x.dtype, device=x.device)
             for i in block:
                 buffer = (buffer.to(opmath) + term(i)).to(x.dtype)
             total = total + buffer.to(opmath)
@@ -434,7 +434,7 @@ def _attention_backward(
     over their group."""
     if dropout_p:
         raise UnsupportedOperation(
-            "aten._scaled_dot_product_flash_attention_for_cpu_backward",
+            "aten._scaled_dot_product_attention_backward",
             how="attention with dropout has no rule yet",
         )
     s = q.shape[-1] ** -0.5 if scale is None else scale
@@ -443,7 +443,7 @@ def _attention_backward(
     vv = v.repeat_interleave(group, -3) if group > 1 else v
     scores = (q @ kk.transpose(-2, -1)) * s
     if is_causal:
-        keep = torch.ones(scores.shape[-2:], dtype=torch.bool).tril()
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
         scores = scores.masked_fill(~keep, float("-inf"))
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
@@ -464,6 +464,89 @@ def _attention_backward(
         grad_k = grad_k.reshape(shape).sum(-3)
         grad_v = grad_v.reshape(shape).sum(-3)
     return grad_q, grad_k, grad_v
+
+
+def _lse(logsumexp: torch.Tensor, rows: int) -> torch.Tensor:
+    """A CUDA kernel's saved log-sum-exp as (..., rows): cuDNN's has a trailing dimension of
+    one, the memory-efficient kernel's rows are padded to a multiple of 32."""
+    if logsumexp.dim() == 4:
+        logsumexp = logsumexp.flatten(-2)
+    return logsumexp[..., :rows]
+
+
+def _flash_attention_backward_cuda(
+    grad: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    cum_seq_q: Any,
+    cum_seq_k: Any,
+    max_q: int,
+    max_k: int,
+    dropout_p: float,
+    is_causal: bool,
+    philox_seed: Any,
+    philox_offset: Any,
+    *,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """CUDA's ``_scaled_dot_product_flash_attention_backward``: :func:`_attention_backward`."""
+    lse = _lse(logsumexp, q.shape[-2])
+    return _attention_backward(grad, q, k, v, out, lse, dropout_p, is_causal, None, scale)
+
+
+def _efficient_attention_backward_cuda(
+    grad: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    attn_bias: torch.Tensor | None,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    philox_seed: Any,
+    philox_offset: Any,
+    dropout_p: float,
+    grad_input_mask: list[bool],
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+) -> tuple[torch.Tensor | None, ...]:
+    """CUDA's ``_scaled_dot_product_efficient_attention_backward``: :func:`_attention_backward`;
+    a gradient of the additive mask (``grad_input_mask[3]``) has no rule yet."""
+    if len(grad_input_mask) > 3 and grad_input_mask[3]:
+        raise UnsupportedOperation(
+            "aten._scaled_dot_product_efficient_attention_backward",
+            how="the gradient of an attention mask has no rule yet",
+        )
+    lse = _lse(logsumexp, q.shape[-2])
+    grads = _attention_backward(grad, q, k, v, out, lse, dropout_p, is_causal, attn_bias, scale)
+    return (*grads, None)
+
+
+def _cudnn_attention_backward_cuda(
+    grad: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    philox_seed: Any,
+    philox_offset: Any,
+    attn_bias: torch.Tensor | None,
+    cum_seq_q: Any,
+    cum_seq_k: Any,
+    max_q: int,
+    max_k: int,
+    dropout_p: float,
+    is_causal: bool,
+    *,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """CUDA's ``_scaled_dot_product_cudnn_attention_backward``: :func:`_attention_backward`."""
+    lse = _lse(logsumexp, q.shape[-2])
+    return _attention_backward(grad, q, k, v, out, lse, dropout_p, is_causal, attn_bias, scale)
 
 
 def _opmath(dtype: torch.dtype) -> torch.dtype:
@@ -528,7 +611,7 @@ def _avg_pool2d(
     divisors, extra = _pool_windows(size, k, s, p, ceil_mode, count_include_pad, divisor_override)
     padded = torch.nn.functional.pad(x, (p[1], p[1] + extra[1], p[0], p[0] + extra[0]))
     sums = padded.unfold(-2, k[0], s[0]).unfold(-2, k[1], s[1]).sum((-2, -1))
-    return (sums / divisors.to(_opmath(sums.dtype))).to(sums.dtype)
+    return (sums / divisors.to(sums.device, _opmath(sums.dtype))).to(sums.dtype)
 
 
 def _avg_pool2d_backward(
@@ -551,9 +634,9 @@ def _avg_pool2d_backward(
     size = (x.shape[-2], x.shape[-1])
     divisors, extra = _pool_windows(size, k, s, p, ceil_mode, count_include_pad, divisor_override)
     rows, columns = grad.shape[-2], grad.shape[-1]
-    shares = (grad / divisors.to(_opmath(grad.dtype))).to(grad.dtype)
+    shares = (grad / divisors.to(grad.device, _opmath(grad.dtype))).to(grad.dtype)
     padded = [size[d] + 2 * p[d] + extra[d] for d in range(2)]
-    spread = torch.zeros(*grad.shape[:-2], *padded, dtype=grad.dtype)
+    spread = torch.zeros(*grad.shape[:-2], *padded, dtype=grad.dtype, device=grad.device)
     for dh in reversed(range(k[0])):
         for dw in reversed(range(k[1])):
             window = spread[
@@ -563,6 +646,27 @@ def _avg_pool2d_backward(
             ]
             window.add_(shares)
     return spread[..., p[0] : p[0] + size[0], p[1] : p[1] + size[1]]
+
+
+def _max_pool2d_backward(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    kernel: list[int],
+    stride: list[int],
+    padding: Any,
+    dilation: Any,
+    ceil_mode: bool,
+    indices: torch.Tensor,
+) -> torch.Tensor:
+    """``max_pool2d_with_indices_backward``: each output's gradient added into the input
+    position its window took the maximum from (``indices``, flat over the input's height and
+    width), a scatter-add (the form of torch._decomp's decomposition since PyTorch 2.12; older
+    versions have none). Inputs taken by several overlapping windows sum their gradients."""
+    flat = torch.zeros(
+        *x.shape[:-2], x.shape[-2] * x.shape[-1], dtype=grad.dtype, device=grad.device
+    )
+    gathered = flat.scatter_add(-1, indices.flatten(-2), grad.flatten(-2))
+    return gathered.view(x.shape)
 
 
 #: decompositions written here, in operations that have rules, used before torch._decomp's
@@ -577,8 +681,12 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten.mkldnn_rnn_layer_backward": _mkldnn_rnn_layer_backward,
     "aten.convolution_backward": _convolution_backward,
     "aten._scaled_dot_product_flash_attention_for_cpu_backward": _attention_backward,
+    "aten._scaled_dot_product_flash_attention_backward": _flash_attention_backward_cuda,
+    "aten._scaled_dot_product_efficient_attention_backward": _efficient_attention_backward_cuda,
+    "aten._scaled_dot_product_cudnn_attention_backward": _cudnn_attention_backward_cuda,
     "aten.avg_pool2d": _avg_pool2d,
     "aten.avg_pool2d_backward": _avg_pool2d_backward,
+    "aten.max_pool2d_with_indices_backward": _max_pool2d_backward,
 }
 
 

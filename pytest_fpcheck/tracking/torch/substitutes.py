@@ -11,7 +11,12 @@ from typing import Any
 
 import torch
 
-from .attention import flash_attention_for_cpu
+from .attention import (
+    cudnn_attention_cuda,
+    efficient_attention_cuda,
+    flash_attention_cuda,
+    flash_attention_for_cpu,
+)
 
 __all__ = ["SUBSTITUTES"]
 
@@ -57,39 +62,90 @@ def _fused_adam_in_place(functional: str) -> Callable[..., None]:
     return step
 
 
-def _foreach_in_place(name: str) -> Callable[..., None]:
-    """``_foreach_<name>_`` (in place, returns nothing) as ATen's CPU kernel runs it (its slow
-    path, a loop): ``<name>_`` on each tensor of the list, with the i-th item of each other list
-    argument (tensors or numbers) and any other argument as it is. The same values: the
-    overload is the one the loop calls, ``<name>_.Scalar`` for a number (``t.mul_(scalar)``
-    with a ``Scalar``), ``<name>_.Tensor`` for a tensor. The overload packet would pick
+#: element-wise operations whose ``_foreach_`` forms (in place and not) run as a loop
+_FOREACH = (
+    *("add", "sub", "mul", "div", "lerp", "addcmul", "addcdiv", "sqrt", "neg", "reciprocal"),
+    *("exp", "abs", "sign", "clamp_min", "clamp_max"),
+)
+#: those whose number argument is a keyword of the per-tensor operation
+_VALUE_KEYWORD = ("addcmul", "addcdiv")
+
+
+def _foreach(name: str, in_place: bool) -> Callable[..., Any]:
+    """``_foreach_<name>_`` (in place, returns nothing) or ``_foreach_<name>`` (a list of
+    results) as ATen's CPU kernels run them (their slow path, a loop): ``<name>_`` or
+    ``<name>`` on each tensor of the first list, with the i-th item of each other list argument
+    (tensors or numbers) and any other argument as it is. The overload is the one the loop
+    calls: ``.Scalar`` where a number is among the arguments (``t.mul_(scalar)`` with a
+    ``Scalar``, ``t.lerp_(end, weight)``), ``.Tensor`` for tensors only, ``.default`` for
+    unary operations; addcmul and addcdiv take their number (a ``Scalar``, the i-th of a
+    ``ScalarList``, or of a tensor of scalars) as ``value``. The overload packet would pick
     ``.Tensor`` for a number too, and ``mul_.Tensor`` takes the number in float32 where
     ``mul_.Scalar`` rounds it to a float16/bfloat16 tensor's format first: a tracked
     ``_foreach_mul_(tensors, 1.7)`` differed from the untracked one in about a quarter of the
-    elements (``tests/tracking/test_wrapped_numbers.py``)."""
-    packet = getattr(torch.ops.aten, f"{name}_")
+    elements (``tests/tracking/test_wrapped_numbers.py``). CUDA's fused foreach kernels compute
+    each element in the same opmath format as the per-tensor kernels, rounded once."""
+    packet = getattr(torch.ops.aten, f"{name}_" if in_place else name)
+    overloads = set(packet.overloads())
 
-    def each(tensors: list[torch.Tensor], *args: Any, **kwargs: Any) -> None:
+    def one(tensor: torch.Tensor, items: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name in _VALUE_KEYWORD:
+            first, second, *rest = items
+            value = rest[0] if rest else kwargs.get("value", 1)
+            if isinstance(value, torch.Tensor):
+                value = value.item()
+            return packet.default(tensor, first, second, value=value)
+        if not items:
+            return packet.default(tensor, **kwargs)
+        number = any(not isinstance(item, torch.Tensor) for item in items)
+        overload = "Scalar" if number else "Tensor"
+        if overload not in overloads:
+            overload = "default"
+        return getattr(packet, overload)(tensor, *items, **kwargs)
+
+    def each(tensors: list[torch.Tensor], *args: Any, **kwargs: Any) -> list[Any] | None:
+        results = []
         for index, tensor in enumerate(tensors):
-            items = [a[index] if isinstance(a, (list, tuple)) else a for a in args]
-            number = bool(items) and not isinstance(items[0], torch.Tensor)
-            (packet.Scalar if number else packet.Tensor)(tensor, *items, **kwargs)
+            items = [
+                a[index] if isinstance(a, (list, tuple)) or _is_scalar_list(a, len(tensors)) else a
+                for a in args
+            ]
+            results.append(one(tensor, items, kwargs))
+        return None if in_place else results
 
     return each
 
 
+def _is_scalar_list(value: Any, length: int) -> bool:
+    """A 1-d tensor of one number per tensor (the ``.Tensor`` overload of addcmul/addcdiv's
+    scalars), not a tensor operand (those are 0-d or shaped like the list's tensors)."""
+    return (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 1
+        and value.numel() == length
+        and value.device.type == "cpu"
+        and length > 1
+    )
+
+
 #: Kernels that tracking replaces by a composition of operations it has rules for:
 #:
-#: * the fused CPU attention kernel (flash) runs itself, bounded beside by ATen's math path
-#:   (:mod:`.attention`): the values of an untracked run;
+#: * the fused attention kernels (the CPU's flash kernel; CUDA's flash, memory-efficient and
+#:   cuDNN kernels) run themselves, bounded beside by ATen's math path (:mod:`.attention`):
+#:   the values of an untracked run;
 #: * ``mse_loss`` runs as its own kernel's steps, which give the same values;
 #: * the fused CPU Adam and AdamW steps run as their functional variants and copies back, and
-#:   the in-place foreach arithmetic (``_foreach_add_``, ... : the fused optimizers count their
-#:   steps with it) as a loop over its tensors, as ATen's CPU kernels do: the same values.
+#:   the foreach arithmetic (``_foreach_add_``, ``_foreach_lerp_``, ``_foreach_sqrt``, ...: the
+#:   foreach optimizers, the default on CUDA, and the fused ones' step counts) as a loop over
+#:   its tensors, as ATen's CPU kernels do: the same values.
 SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": flash_attention_for_cpu,
+    "aten._scaled_dot_product_flash_attention": flash_attention_cuda,
+    "aten._scaled_dot_product_efficient_attention": efficient_attention_cuda,
+    "aten._scaled_dot_product_cudnn_attention": cudnn_attention_cuda,
     "aten.mse_loss": _mse_loss,
     "aten._fused_adam_": _fused_adam_in_place("_fused_adam"),
     "aten._fused_adamw_": _fused_adam_in_place("_fused_adamw"),
-    **{f"aten._foreach_{name}_": _foreach_in_place(name) for name in ("add", "sub", "mul", "div")},
+    **{f"aten._foreach_{name}_": _foreach(name, in_place=True) for name in _FOREACH},
+    **{f"aten._foreach_{name}": _foreach(name, in_place=False) for name in _FOREACH},
 }
