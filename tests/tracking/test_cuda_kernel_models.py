@@ -119,3 +119,49 @@ def test_max_pooling_backward_with_overlapping_windows(dtype) -> None:
         torch.nn.functional.max_pool2d_with_indices(x, 3, 1, 1)[1],
     )  # fmt: skip
     torch.testing.assert_close(direct, expected)
+
+
+@pytest.mark.parametrize("divide", [False, True])
+def test_addcmul_and_addcdiv_hold_an_intermediate_overflow_of_either_order(divide) -> None:
+    """CUDA computes self + value (t1 op t2), the CPU self + (value t1) op t2: with t1 op t2
+    beyond float32's range and value t1 op t2 within it, CUDA's result is infinite."""
+    base = torch.tensor([1.0, 2.0], dtype=torch.float32)
+    t1 = torch.tensor([1.35, -4.0], dtype=torch.float32)
+    t2 = (
+        torch.tensor([3.0e38, 1e-38], dtype=torch.float32)
+        if divide
+        else torch.tensor([3.0e38, -2.6e38], dtype=torch.float32)
+    )
+    value = 0.3 if not divide else 1e-3
+    with fp.track():
+        out = (
+            torch.addcdiv(base, t1, t2, value=value)
+            if divide
+            else torch.addcmul(base, t1, t2, value=value)
+        )
+    f = np.float32
+    a, b, c = base.numpy(), t1.numpy(), t2.numpy()
+    with np.errstate(over="ignore"):
+        cuda_order = a + f(value) * (b / c if divide else b * c)
+    bounds = fp.bounds_of(out)
+    assert not np.isfinite(cuda_order).all()  # the case: one order overflows
+    assert bounds.contains(torch.from_numpy(cuda_order)).all()
+    assert bounds.contains(out).all()
+
+
+def test_a_float32_input_beyond_the_narrower_input_format_has_no_bounds() -> None:
+    """With bfloat16 inputs allowed (``set_float32_matmul_precision("medium")``), a float32
+    operand above bfloat16's largest number rounds to infinity, and times zero gives NaN."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        a = torch.tensor([[3.4e38, 0.0], [1.0, 2.0]])
+        b = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+        with fp.track():
+            out = a @ b
+            small = (a / 1e38) @ b
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert np.isinf(fp.bounds_of(out).radius).all()
+    assert any("largest finite" in note for note in fp.bounds_of(out).notes)
+    assert np.isfinite(fp.bounds_of(small).radius).all()

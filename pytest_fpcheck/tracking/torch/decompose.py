@@ -691,11 +691,16 @@ _OWN: dict[str, Callable[..., Any]] = {
 
 
 def _decomposition(func: torch._ops.OpOverload) -> Callable[..., Any] | None:
-    if func._schema.is_mutable or torch.Tag.nondeterministic_seeded in func.tags:
+    """The decomposition tracking may bound ``func`` by: its own (:data:`_OWN`; the CUDA
+    attention backward kernels, tagged as seeded for their dropout, which those refuse), else
+    torch._decomp's for a kernel that neither mutates its arguments nor draws random numbers."""
+    if func._schema.is_mutable:
         return None
     own = _OWN.get(func._schema.name.replace("::", "."))
     if own is not None:
         return own
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        return None
     from torch._decomp import decomposition_table
 
     found: Callable[..., Any] | None = decomposition_table.get(func)

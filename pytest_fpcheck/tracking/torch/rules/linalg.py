@@ -111,12 +111,14 @@ def _product(
     magnitudes: tuple[Array | None, Array | None] = (None, None),
     precision: MatmulPrecision | None = None,
 ) -> Interval:
+    if precision is None:
+        precision = matmul_precision(ctx.fmt, ctx.device)
     factor, acc = _matmul_setup(ctx, k, 1 if addend is not None else 0, precision)
     # a CPU matrix product's result is its accumulator rounded to nearest (convolutions keep
     # outward rounding: their output conversion is oneDNN's)
     nearest = ctx.nearest and product is np.matmul
     if addend is None:
-        return matmul(
+        enclosure = matmul(
             a,
             b,
             ctx.fmt,
@@ -127,12 +129,39 @@ def _product(
             magnitudes=magnitudes,
             nearest=nearest,
         )
+        return _converted_overflow(ctx, enclosure, (a, b), precision)
     # addend + A B: one more term in the same accumulation; evaluate A B unrounded, then add
     # the addend with the same factor applied to its magnitude.
     inner = matmul(a, b, F64, factor=factor, accumulate=acc, product=product, k=k + 1)
     spread = up(addend.magnitude() * factor * (1 + 2**-40))
     enclosure = ew.add(inner, addend, F64).widen(spread)
-    return enclosure.to_nearest(ctx.fmt) if nearest else enclosure.to_format(ctx.fmt)
+    enclosure = enclosure.to_nearest(ctx.fmt) if nearest else enclosure.to_format(ctx.fmt)
+    return _converted_overflow(ctx, enclosure, (a, b), precision)
+
+
+def _converted_overflow(
+    ctx: RuleContext,
+    enclosure: Interval,
+    operands: tuple[Interval, ...],
+    precision: MatmulPrecision,
+) -> Interval:
+    """``enclosure``, or the whole line where the operands are rounded to a narrower input
+    format (TF32 on tensor cores, bfloat16 or TF32 in oneDNN) and one of them may lie beyond
+    that format's largest finite number: rounded to nearest it becomes infinite, and its
+    products infinite or, against a zero, NaN (float32 inputs within 0.05% of float32's largest
+    number, TF32 matmuls on an H100: found by the CUDA soundness campaign, docs/gpu.md)."""
+    inputs = precision.inputs
+    if inputs is None:
+        return enclosure
+    with np.errstate(invalid="ignore"):
+        beyond = any(bool((o.magnitude() > inputs.max_finite).any()) for o in operands)
+    if not beyond:
+        return enclosure
+    ctx.note(
+        f"an input beyond {inputs.name}'s largest finite number may round to infinity: no bounds"
+    )
+    shape = np.shape(enclosure.lo)
+    return Interval(np.full(shape, -np.inf), np.full(shape, np.inf))
 
 
 def _scale(ctx: RuleContext, a: Interval, factor: Any) -> Interval:
@@ -178,7 +207,8 @@ def _addmm(ctx: RuleContext) -> Interval:
     left = _scale(ctx, ctx.operand(m1), alpha)
     shifted = _scale(ctx, ctx.operand(addend), beta)
     extra = 0 if (float(alpha) == 1 and float(beta) == 1) else 2
-    factor, acc = _matmul_setup(ctx, k, 1 + extra)
+    precision = matmul_precision(ctx.fmt, ctx.device)
+    factor, acc = _matmul_setup(ctx, k, 1 + extra, precision)
     if ctx.call.functional == "aten.addmv" and ctx.nearest and ctx.fmt.precision < acc.precision:
         # ATen's CPU addmv of float16/bfloat16 keeps results a ULP off one accumulation's
         # rounding (a randomised check against float64 found them outside that bound): taken
@@ -189,6 +219,7 @@ def _addmm(ctx: RuleContext) -> Interval:
     if ctx.call.functional == "aten.addbmm":
         flushed = [(m1, m2, float(alpha), _batch_sum)]
         enclosure = _addbmm(ctx, left, ctx.operand(m2), shifted, extra)
+        enclosure = _converted_overflow(ctx, enclosure, (left, ctx.operand(m2)), precision)
         return _allow_flushed_inputs(ctx, enclosure, flushed, (addend, float(beta), _as_is))
     right = ctx.operand(m2)
     magnitudes = (
@@ -209,6 +240,7 @@ def _addmm(ctx: RuleContext) -> Interval:
         # randomised check against float64), which outward rounding covers
         nearest=ctx.nearest and ctx.call.functional != "aten.addmv",
     )
+    enclosure = _converted_overflow(ctx, enclosure, (left, right), precision)
     return _allow_flushed_inputs(ctx, enclosure, flushed, (addend, float(beta), _as_is))
 
 

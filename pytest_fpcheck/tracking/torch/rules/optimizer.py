@@ -17,7 +17,10 @@ Each is bounded so that neither the order of its products nor a fused multiply-a
   the last, and the first's scaled by the operation after it (|t2| or 1 / |t2| for
   ``(value t1) op t2``, |value| for ``value (t1 op t2)``: found by the soundness campaign, a
   subnormal product divided by a subnormal divisor), then added to ``self`` with outward
-  rounding onto the compute format and rounded to the result format.
+  rounding onto the compute format and rounded to the result format. Where either
+  intermediate (``value t1``, or ``t1 op t2``) may overflow the compute format, the element is
+  the whole line: an intermediate's overflow does not depend on the whole's, and the order
+  differs between devices (CUDA multiplies ``t1 op t2`` first).
 """
 
 from __future__ import annotations
@@ -79,6 +82,16 @@ def _product(ctx: RuleContext, divide: bool) -> Interval:
             later = t2.magnitude()
         underflow = up(2.0 + v.magnitude() + later)
     rounded = _rounded_twice(exact, fmt, underflow)
+    # either intermediate, value t1 or t1 op t2, may overflow where the whole does not: CUDA
+    # computes value (t1 op t2), the CPU (value t1) op t2 (an H100 returned inf for
+    # 0.3 * (1.35 * 3.4e38); found by the CUDA soundness campaign, docs/gpu.md)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        pair = ew.div(t1, t2, F64) if divide else ew.mul(t1, t2, F64, operand_bits=64)
+        overflow = (pair.magnitude() > fmt.max_finite) | (scaled.magnitude() > fmt.max_finite)
+    if overflow.any():
+        rounded = Interval(
+            np.where(overflow, -np.inf, rounded.lo), np.where(overflow, np.inf, rounded.hi)
+        )
     # an infinite factor times one that underflows to zero is NaN: the whole line
     infinite = np.isinf(t1.lo) | np.isinf(t1.hi) | np.isinf(t2.lo) | np.isinf(t2.hi)
     if infinite.any():

@@ -235,10 +235,13 @@ def _logsumexp(ctx: RuleContext) -> Interval:
 @rule("aten.cumsum")
 def _cumsum(ctx: RuleContext) -> Interval:
     """Position i sums i + 1 terms: exact range of the prefix sums, widened by gamma_i times the
-    prefix sum of magnitudes, in the accumulation format."""
+    prefix sum of magnitudes, in the accumulation format: float32 for float16 and bfloat16 on
+    the CPU, the tensor's own format on CUDA (its scan kernels add in the tensor's type: an
+    H100's float16 cumsum of [0.999, 63552, -64032] gives -480, float32's -479; found by the
+    CUDA soundness campaign, docs/gpu.md)."""
     x = ctx.args[0]
     axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
-    c = ctx.compute
+    c = ctx.compute if ctx.device.type == "cpu" else ctx.fmt
     a = ctx.interval(x)
     n = a.shape[axis] if a.shape else 1
     factors = np.array(
