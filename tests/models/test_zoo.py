@@ -30,6 +30,8 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adamw": lambda p: torch.optim.AdamW(p, lr=1e-3),
     "adam_fused": lambda p: torch.optim.Adam(p, lr=1e-3, fused=True),
     "adamw_fused": lambda p: torch.optim.AdamW(p, lr=1e-3, fused=True),
+    # CUDA's default; on the CPU the default is the single-tensor loop
+    "adamw_foreach": lambda p: torch.optim.AdamW(p, lr=1e-3, foreach=True),
 }
 
 #: models whose float32 loss enclosure is still the whole line, and why
@@ -40,6 +42,7 @@ LOOSE = {
 }
 
 FAST = {("float32", "adamw"), ("bfloat16", "adamw"), ("float16", "sgd"), ("float16", "adamw_fused")}
+FAST |= {("bfloat16", "adamw_foreach")}
 FAST_LOW_PRECISION = {"nanogpt", "gpt2"}
 
 
