@@ -56,6 +56,19 @@ def test_a_kernel_value_outside_the_model_gets_no_bounds_and_a_note() -> None:
     assert any("CUDA attention kernel" in note for note in bounds.notes)
 
 
+@pytest.mark.parametrize("kind", ["flash", "efficient", "cudnn"])
+def test_the_cuda_attention_kernels_name_the_arguments_the_substitutes_read(kind) -> None:
+    """The substitutes read their arguments by the names of the kernels' schemas."""
+    for suffix in ("", "_backward"):
+        kernel = getattr(torch.ops.aten, f"_scaled_dot_product_{kind}_attention{suffix}").default
+        names = {argument.name for argument in kernel._schema.arguments}
+        assert {"query", "key", "value", "dropout_p", "is_causal", "scale"} <= names
+        if suffix:
+            assert {"out", "logsumexp"} <= names
+            assert names & {"grad_out", "grad_out_"}
+    assert "attn_bias" in names or kind == "flash"
+
+
 def test_saved_log_sum_exp_layouts() -> None:
     lse = torch.arange(2 * 3 * 40, dtype=torch.float32).view(2, 3, 40)
     assert torch.equal(decompose._lse(lse, 33), lse[..., :33])  # padded to 32s (efficient)
@@ -70,17 +83,22 @@ def test_the_cuda_backward_adapters_are_the_math_path(causal) -> None:
     out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)
     expected = decompose._attention_backward(grad, q, k, v, out, lse, 0.0, causal)
     padded = torch.nn.functional.pad(lse, (0, 8), value=float("nan"))
+    own = decompose._OWN
+    flash, efficient, cudnn = (
+        own[f"aten._scaled_dot_product_{kind}_attention_backward"]
+        for kind in ("flash", "efficient", "cudnn")
+    )
     got = {
-        "flash": decompose._flash_attention_backward_cuda(
-            grad, q, k, v, out, lse, None, None, 24, 24, 0.0, causal, None, None
-        ),
-        "efficient": decompose._efficient_attention_backward_cuda(
+        "flash": flash(grad, q, k, v, out, lse, None, None, 24, 24, 0.0, causal, None, None),
+        "efficient": efficient(
             grad, q, k, v, None, out, padded, None, None, 0.0, [True, True, True, False], causal
-        )[:3],
-        "cudnn": decompose._cudnn_attention_backward_cuda(
+        ),
+        "cudnn": cudnn(
             grad, q, k, v, out, lse[..., None], None, None, None, None, None, 24, 24, 0.0, causal
         ),
     }
+    assert got["efficient"][3] is None  # the mask's gradient, not asked for
+    got["efficient"] = got["efficient"][:3]
     reference = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
         grad, q, k, v, out, lse, 0.0, causal
     )
@@ -93,10 +111,9 @@ def test_the_cuda_backward_adapters_are_the_math_path(causal) -> None:
 def test_a_mask_gradient_and_dropout_are_refused_by_name() -> None:
     q, k, v = _operands(torch.float32)
     out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)
+    efficient = decompose._OWN["aten._scaled_dot_product_efficient_attention_backward"]
     with pytest.raises(fp.UnsupportedOperation, match="gradient of an attention mask"):
-        decompose._efficient_attention_backward_cuda(
-            q, q, k, v, torch.zeros(24, 24), out, lse, None, None, 0.0, [True] * 4
-        )
+        efficient(q, q, k, v, torch.zeros(24, 24), out, lse, None, None, 0.0, [True] * 4)
     with pytest.raises(fp.UnsupportedOperation, match=r"dropout \(dropout_p=0.1\)"):
         attention._refuse_dropout("_scaled_dot_product_flash_attention", 0.1)
 

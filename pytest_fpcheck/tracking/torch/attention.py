@@ -77,6 +77,7 @@ of its own, bounded with the mask it drew).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -128,78 +129,33 @@ def _refuse_dropout(name: str, dropout_p: float) -> None:
         )
 
 
-def flash_attention_cuda(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    return_debug_mask: bool = False,
-    *,
-    scale: float | None = None,
-) -> tuple[Any, ...]:
-    """``_scaled_dot_product_flash_attention`` (CUDA): the kernel's outputs, its output bounded
-    beside it by the math path with the tensor-core model (module docstring, "CUDA")."""
-    _refuse_dropout("_scaled_dot_product_flash_attention", dropout_p)
-    with internal():
-        outputs = torch.ops.aten._scaled_dot_product_flash_attention.default(
-            query, key, value, dropout_p, is_causal, return_debug_mask, scale=scale
+def cuda_attention(name: str) -> Callable[..., tuple[Any, ...]]:
+    """The substitute for CUDA's fused attention kernel ``aten.<name>`` (flash,
+    memory-efficient or cuDNN): the kernel's outputs, its output bounded beside it by the math
+    path with the tensor-core model (module docstring). The arguments are read by the names of
+    the kernel's schema (``query``, ``key``, ``value``, ``attn_bias``: an additive mask,
+    ``dropout_p``, ``is_causal``, ``scale``); dropout is refused."""
+    kernel = getattr(torch.ops.aten, name).default
+    names = [argument.name for argument in kernel._schema.arguments]
+
+    def substitute(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        bound = {**dict(zip(names, args, strict=False)), **kwargs}
+        _refuse_dropout(name, bound.get("dropout_p", 0.0))
+        with internal():
+            outputs = kernel(*args, **kwargs)
+        _bound_beside(
+            outputs[0],
+            bound["query"],
+            bound["key"],
+            bound["value"],
+            bool(bound.get("is_causal", False)),
+            bound.get("attn_bias"),
+            bound.get("scale"),
+            "CUDA",
         )
-    _bound_beside(outputs[0], query, key, value, is_causal, None, scale, "CUDA")
-    return tuple(outputs)
+        return tuple(outputs)
 
-
-def efficient_attention_cuda(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_bias: torch.Tensor | None,
-    compute_log_sumexp: bool,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    *,
-    scale: float | None = None,
-) -> tuple[Any, ...]:
-    """``_scaled_dot_product_efficient_attention`` (CUDA, memory-efficient kernel), as
-    :func:`flash_attention_cuda`; ``attn_bias`` is an additive mask."""
-    _refuse_dropout("_scaled_dot_product_efficient_attention", dropout_p)
-    with internal():
-        outputs = torch.ops.aten._scaled_dot_product_efficient_attention.default(
-            query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, scale=scale
-        )
-    _bound_beside(outputs[0], query, key, value, is_causal, attn_bias, scale, "CUDA")
-    return tuple(outputs)
-
-
-def cudnn_attention_cuda(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_bias: torch.Tensor | None,
-    compute_log_sumexp: bool,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    return_debug_mask: bool = False,
-    *,
-    scale: float | None = None,
-) -> tuple[Any, ...]:
-    """``_scaled_dot_product_cudnn_attention`` (CUDA, cuDNN's fused kernel), as
-    :func:`flash_attention_cuda`."""
-    _refuse_dropout("_scaled_dot_product_cudnn_attention", dropout_p)
-    with internal():
-        outputs = torch.ops.aten._scaled_dot_product_cudnn_attention.default(
-            query,
-            key,
-            value,
-            attn_bias,
-            compute_log_sumexp,
-            dropout_p,
-            is_causal,
-            return_debug_mask,
-            scale=scale,
-        )
-    _bound_beside(outputs[0], query, key, value, is_causal, attn_bias, scale, "CUDA")
-    return tuple(outputs)
+    return substitute
 
 
 def _bound_beside(

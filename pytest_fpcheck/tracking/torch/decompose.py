@@ -474,79 +474,39 @@ def _lse(logsumexp: torch.Tensor, rows: int) -> torch.Tensor:
     return logsumexp[..., :rows]
 
 
-def _flash_attention_backward_cuda(
-    grad: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    logsumexp: torch.Tensor,
-    cum_seq_q: Any,
-    cum_seq_k: Any,
-    max_q: int,
-    max_k: int,
-    dropout_p: float,
-    is_causal: bool,
-    philox_seed: Any,
-    philox_offset: Any,
-    *,
-    scale: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """CUDA's ``_scaled_dot_product_flash_attention_backward``: :func:`_attention_backward`."""
-    lse = _lse(logsumexp, q.shape[-2])
-    return _attention_backward(grad, q, k, v, out, lse, dropout_p, is_causal, None, scale)
+def _cuda_attention_backward(name: str) -> Callable[..., tuple[torch.Tensor | None, ...]]:
+    """CUDA's fused attention backward kernel ``aten.<name>`` (flash, memory-efficient or
+    cuDNN) as :func:`_attention_backward`, its arguments read by the names of the kernel's
+    schema, from the kernel's saved log-sum-exp (:func:`_lse`); an output the math path does
+    not give (the memory-efficient kernel's mask gradient) is None, and asking for the mask's
+    gradient (``grad_input_mask[3]``) is refused."""
+    kernel = getattr(torch.ops.aten, name).default
+    names = [argument.name for argument in kernel._schema.arguments]
+    outputs = len(kernel._schema.returns)
 
-
-def _efficient_attention_backward_cuda(
-    grad: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    attn_bias: torch.Tensor | None,
-    out: torch.Tensor,
-    logsumexp: torch.Tensor,
-    philox_seed: Any,
-    philox_offset: Any,
-    dropout_p: float,
-    grad_input_mask: list[bool],
-    is_causal: bool = False,
-    *,
-    scale: float | None = None,
-) -> tuple[torch.Tensor | None, ...]:
-    """CUDA's ``_scaled_dot_product_efficient_attention_backward``: :func:`_attention_backward`;
-    a gradient of the additive mask (``grad_input_mask[3]``) has no rule yet."""
-    if len(grad_input_mask) > 3 and grad_input_mask[3]:
-        raise UnsupportedOperation(
-            "aten._scaled_dot_product_efficient_attention_backward",
-            how="the gradient of an attention mask has no rule yet",
+    def backward(*args: Any, **kwargs: Any) -> tuple[torch.Tensor | None, ...]:
+        bound = {**dict(zip(names, args, strict=False)), **kwargs}
+        mask = bound.get("grad_input_mask")
+        if mask is not None and len(mask) > 3 and mask[3]:
+            raise UnsupportedOperation(
+                f"aten.{name}", how="the gradient of an attention mask has no rule yet"
+            )
+        q = bound["query"]
+        grads = _attention_backward(
+            bound["grad_out"] if "grad_out" in bound else bound["grad_out_"],
+            q,
+            bound["key"],
+            bound["value"],
+            bound["out"],
+            _lse(bound["logsumexp"], q.shape[-2]),
+            bound.get("dropout_p", 0.0),
+            bool(bound.get("is_causal", False)),
+            bound.get("attn_bias"),
+            bound.get("scale"),
         )
-    lse = _lse(logsumexp, q.shape[-2])
-    grads = _attention_backward(grad, q, k, v, out, lse, dropout_p, is_causal, attn_bias, scale)
-    return (*grads, None)
+        return (*grads, *([None] * (outputs - 3)))
 
-
-def _cudnn_attention_backward_cuda(
-    grad: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    logsumexp: torch.Tensor,
-    philox_seed: Any,
-    philox_offset: Any,
-    attn_bias: torch.Tensor | None,
-    cum_seq_q: Any,
-    cum_seq_k: Any,
-    max_q: int,
-    max_k: int,
-    dropout_p: float,
-    is_causal: bool,
-    *,
-    scale: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """CUDA's ``_scaled_dot_product_cudnn_attention_backward``: :func:`_attention_backward`."""
-    lse = _lse(logsumexp, q.shape[-2])
-    return _attention_backward(grad, q, k, v, out, lse, dropout_p, is_causal, attn_bias, scale)
+    return backward
 
 
 def _opmath(dtype: torch.dtype) -> torch.dtype:
@@ -681,9 +641,14 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten.mkldnn_rnn_layer_backward": _mkldnn_rnn_layer_backward,
     "aten.convolution_backward": _convolution_backward,
     "aten._scaled_dot_product_flash_attention_for_cpu_backward": _attention_backward,
-    "aten._scaled_dot_product_flash_attention_backward": _flash_attention_backward_cuda,
-    "aten._scaled_dot_product_efficient_attention_backward": _efficient_attention_backward_cuda,
-    "aten._scaled_dot_product_cudnn_attention_backward": _cudnn_attention_backward_cuda,
+    **{
+        f"aten.{name}": _cuda_attention_backward(name)
+        for name in (
+            "_scaled_dot_product_flash_attention_backward",
+            "_scaled_dot_product_efficient_attention_backward",
+            "_scaled_dot_product_cudnn_attention_backward",
+        )
+    },
     "aten.avg_pool2d": _avg_pool2d,
     "aten.avg_pool2d_backward": _avg_pool2d_backward,
     "aten.max_pool2d_with_indices_backward": _max_pool2d_backward,

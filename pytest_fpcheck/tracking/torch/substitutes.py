@@ -11,12 +11,7 @@ from typing import Any
 
 import torch
 
-from .attention import (
-    cudnn_attention_cuda,
-    efficient_attention_cuda,
-    flash_attention_cuda,
-    flash_attention_for_cpu,
-)
+from .attention import cuda_attention, flash_attention_for_cpu
 
 __all__ = ["SUBSTITUTES"]
 
@@ -128,6 +123,13 @@ def _is_scalar_list(value: Any, length: int) -> bool:
     )
 
 
+#: CUDA's fused attention kernels
+_CUDA_ATTENTION = (
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+)
+
 #: Kernels that tracking replaces by a composition of operations it has rules for:
 #:
 #: * the fused attention kernels (the CPU's flash kernel; CUDA's flash, memory-efficient and
@@ -140,9 +142,7 @@ def _is_scalar_list(value: Any, length: int) -> bool:
 #:   its tensors, as ATen's CPU kernels do: the same values.
 SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": flash_attention_for_cpu,
-    "aten._scaled_dot_product_flash_attention": flash_attention_cuda,
-    "aten._scaled_dot_product_efficient_attention": efficient_attention_cuda,
-    "aten._scaled_dot_product_cudnn_attention": cudnn_attention_cuda,
+    **{f"aten.{name}": cuda_attention(name) for name in _CUDA_ATTENTION},
     "aten.mse_loss": _mse_loss,
     "aten._fused_adam_": _fused_adam_in_place("_fused_adam"),
     "aten._fused_adamw_": _fused_adam_in_place("_fused_adamw"),
