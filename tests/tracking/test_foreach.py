@@ -64,7 +64,7 @@ def _lists(dtype):
         lambda a, b, c: torch._foreach_mul_(a, 1.7),  # rounded to the format first
         lambda a, b, c: torch._foreach_div_(a, [2.0, 3.0, 7.0]),
         lambda a, b, c: torch._foreach_add_(a, b, alpha=-0.5),
-        lambda a, b, c: torch._foreach_sqrt_([t.abs() for t in a]),
+        lambda a, b, c: (torch._foreach_abs_(a), torch._foreach_sqrt_(a)),
     ],
     ids=[
         "addcmul_list",
@@ -83,10 +83,12 @@ def test_foreach_arithmetic_in_place_matches_the_kernel(call, dtype) -> None:
     tracked = _lists(dtype)
     with fp.track(strict=True):
         call(*tracked)
-    for expected, actual in zip(plain[0], tracked[0], strict=True):
+    for before, expected, actual in zip(_lists(dtype)[0], plain[0], tracked[0], strict=True):
+        assert not torch.equal(before, expected)  # the call wrote the first list
         assert torch.equal(expected, actual)
         bounds = fp.bounds_of(actual)
-        assert bounds is None or bounds.contains(actual).all()
+        assert bounds is not None
+        assert bounds.contains(actual).all()
 
 
 def test_foreach_arithmetic_out_of_place_returns_bounded_results() -> None:

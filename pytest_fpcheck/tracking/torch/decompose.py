@@ -620,8 +620,8 @@ def _max_pool2d_backward(
 ) -> torch.Tensor:
     """``max_pool2d_with_indices_backward``: each output's gradient added into the input
     position its window took the maximum from (``indices``, flat over the input's height and
-    width), a scatter-add (the form of torch._decomp's decomposition since PyTorch 2.12; older
-    versions have none). Inputs taken by several overlapping windows sum their gradients."""
+    width), a scatter-add (the form of torch._decomp's decomposition in PyTorch 2.13; 2.11 has
+    none). Inputs taken by several overlapping windows sum their gradients."""
     flat = torch.zeros(
         *x.shape[:-2], x.shape[-2] * x.shape[-1], dtype=grad.dtype, device=grad.device
     )
@@ -648,6 +648,7 @@ _OWN: dict[str, Callable[..., Any]] = {
             "_scaled_dot_product_efficient_attention_backward",
             "_scaled_dot_product_cudnn_attention_backward",
         )
+        if hasattr(torch.ops.aten, name)  # the cuDNN kernels are newer than PyTorch 2.3
     },
     "aten.avg_pool2d": _avg_pool2d,
     "aten.avg_pool2d_backward": _avg_pool2d_backward,

@@ -87,8 +87,6 @@ def _foreach(name: str, in_place: bool) -> Callable[..., Any]:
         if name in _VALUE_KEYWORD:
             first, second, *rest = items
             value = rest[0] if rest else kwargs.get("value", 1)
-            if isinstance(value, torch.Tensor):
-                value = value.item()
             return packet.default(tensor, first, second, value=value)
         if not items:
             return packet.default(tensor, **kwargs)
@@ -99,31 +97,19 @@ def _foreach(name: str, in_place: bool) -> Callable[..., Any]:
         return getattr(packet, overload)(tensor, *items, **kwargs)
 
     def each(tensors: list[torch.Tensor], *args: Any, **kwargs: Any) -> list[Any] | None:
+        if name in _VALUE_KEYWORD and len(args) > 2 and isinstance(args[2], torch.Tensor):
+            # the .Tensor overload: a 1-d tensor of scalars, one per tensor, read as numbers
+            args = (*args[:2], args[2].tolist(), *args[3:])
         results = []
         for index, tensor in enumerate(tensors):
-            items = [
-                a[index] if isinstance(a, (list, tuple)) or _is_scalar_list(a, len(tensors)) else a
-                for a in args
-            ]
+            items = [a[index] if isinstance(a, (list, tuple)) else a for a in args]
             results.append(one(tensor, items, kwargs))
         return None if in_place else results
 
     return each
 
 
-def _is_scalar_list(value: Any, length: int) -> bool:
-    """A 1-d tensor of one number per tensor (the ``.Tensor`` overload of addcmul/addcdiv's
-    scalars), not a tensor operand (those are 0-d or shaped like the list's tensors)."""
-    return (
-        isinstance(value, torch.Tensor)
-        and value.dim() == 1
-        and value.numel() == length
-        and value.device.type == "cpu"
-        and length > 1
-    )
-
-
-#: CUDA's fused attention kernels
+#: CUDA's fused attention kernels (those this PyTorch has)
 _CUDA_ATTENTION = (
     "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention",
@@ -142,7 +128,11 @@ _CUDA_ATTENTION = (
 #:   its tensors, as ATen's CPU kernels do: the same values.
 SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": flash_attention_for_cpu,
-    **{f"aten.{name}": cuda_attention(name) for name in _CUDA_ATTENTION},
+    **{
+        f"aten.{name}": cuda_attention(name)
+        for name in _CUDA_ATTENTION
+        if hasattr(torch.ops.aten, name)
+    },
     "aten.mse_loss": _mse_loss,
     "aten._fused_adam_": _fused_adam_in_place("_fused_adam"),
     "aten._fused_adamw_": _fused_adam_in_place("_fused_adamw"),
