@@ -32,6 +32,13 @@ loaded machine the short floor meets a quiet moment more often than the longer c
 
 from __future__ import annotations
 
+import os
+
+# every compiled kernel built before its first call returns (interval/jit.py): otherwise the
+# NumPy twins run until the background compilation ends, and a timing that catches them
+# measures the warm-up (about 2x on small models), not the steady state
+os.environ.setdefault("FPCHECK_JIT", "eager")
+
 import argparse
 import gc
 import random

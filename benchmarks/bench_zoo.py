@@ -32,6 +32,11 @@ import os
 # one BLAS thread, set before NumPy loads OpenBLAS: CPU time then counts all of the floor's work
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# every compiled kernel built before its first call returns (interval/jit.py): otherwise the
+# NumPy twins run until the background compilation ends, and a timing that catches them
+# measures the warm-up (about 2x on small models), not the steady state
+os.environ.setdefault("FPCHECK_JIT", "eager")
+
 
 import argparse
 import json

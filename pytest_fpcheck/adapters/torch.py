@@ -17,7 +17,7 @@ from ..formats import FORMATS, Format
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["dtype_format", "internal", "is_float", "tensor_to_float64"]
+__all__ = ["dtype_format", "float64_values", "internal", "is_float", "tensor_to_float64"]
 
 _FLOAT_DTYPES: dict[torch.dtype, Format] = {
     getattr(torch, name): fmt for name, fmt in FORMATS.items() if hasattr(torch, name)
@@ -38,6 +38,19 @@ def dtype_format(dtype: torch.dtype) -> Format | None:
     return _FLOAT_DTYPES.get(dtype)
 
 
+def float64_values(t: torch.Tensor, *, copy: bool = False) -> NDArray[np.float64]:
+    """``t``'s current values as float64 on the host (``Tensor.to``: exact for every floating
+    format); the array shares a float64 host tensor's memory unless ``copy`` (a conversion is a
+    copy already: only a tensor ``to`` returns unchanged is copied again). The tensor is
+    detached first, so autograd records nothing without a ``no_grad`` block (which costs more
+    than the conversion of a small tensor)."""
+    with internal():
+        detached = t.detach()
+        converted = detached.to("cpu", torch.float64)
+        values: NDArray[np.float64] = converted.numpy()
+    return values.copy() if copy and converted is detached else values
+
+
 def tensor_to_float64(t: torch.Tensor, *, argument: str) -> NDArray[np.float64]:
     """A float64 NumPy copy of ``t`` (detached, on the host), exactly."""
     if t.is_complex():
@@ -51,6 +64,4 @@ def tensor_to_float64(t: torch.Tensor, *, argument: str) -> NDArray[np.float64]:
             "a floating tensor",
             hint=f"Its dtype is {t.dtype}; compare floating results only.",
         )
-    with internal(), torch.no_grad():
-        array: NDArray[np.float64] = t.detach().to("cpu", torch.float64).numpy().copy()
-    return array
+    return float64_values(t, copy=True)

@@ -26,7 +26,8 @@ default with the ``fpcheck_max_resolution`` ini option (``--fpcheck-max-resoluti
 plugin installs around each test with :func:`~.threshold.run_default` (:mod:`.threshold`, free of
 NumPy, holds the threshold and its checks).
 
-This module imports NumPy only.
+This module imports NumPy and the verdict's compiled pass (:mod:`.summary`; Numba is imported
+only when a kernel first runs).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from .summary import median_of
 from .threshold import (
     DEFAULT_MAX_RESOLUTION,
     check_max_resolution,
@@ -66,21 +68,6 @@ class Resolution(NamedTuple):
     factor2: float
     unbounded: int
     judged: int
-
-
-def median_of(values: NDArray[np.float64]) -> float:
-    """The median of a non-empty 1-d array without NaN (infinities allowed), as ``np.median``
-    gives it, by one partition: the upper middle element, and for an even size the largest of
-    the elements the partition put below it (a verdict takes two medians, and ``np.median``'s
-    generality costs more than this on the arrays of a module's call)."""
-    middle = values.size // 2
-    parted = np.partition(values, middle)
-    high = parted[middle]
-    if values.size % 2:
-        return float(high)
-    low = parted[:middle].max()
-    with np.errstate(over="ignore", invalid="ignore"):
-        return float((low + high) / 2)
 
 
 def resolution_from(

@@ -19,6 +19,10 @@ the enclosure ``[elo, ehi]`` of ``e``:
 * *resolution*: for a finite ``a``, the relative reach ``reach / |a|``;
 * *tightness*: the radius ``(hi - lo) / 2`` in ULPs of ``a``'s format, where both are finite.
 
+A verdict's two medians (of the relative reaches and of the radii in ULPs) are taken by
+:func:`median_of`, compiled too (NumPy's partition costs four times the compiled selection on
+a module call's arrays, and a module comparison takes two medians per call).
+
 The compiled loop and its NumPy twin (:func:`_twin`, run until the loop is compiled:
 :mod:`pytest_fpcheck.interval.jit`) give the same numbers bit for bit
 (``tests/assertions/test_summary.py``); NumPy's ``maximum`` and ``minimum`` propagate NaN, so
@@ -42,7 +46,7 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["Summary", "summarise"]
+__all__ = ["Summary", "median_of", "summarise"]
 
 #: how many positions outside a verdict lists
 OFFENDERS = 5
@@ -440,3 +444,23 @@ def _reach_of(value: float, lo: float, hi: float) -> float:  # pragma: no cover 
     if up != up or down != down:
         return math.inf
     return up if up >= down else down
+
+
+def _median_twin(values: Array) -> float:
+    """:func:`median_of` by one NumPy partition: the upper middle element, and for an even size
+    the largest of the elements the partition put below it."""
+    middle = values.size // 2
+    parted = np.partition(values, middle)
+    high = parted[middle]
+    if values.size % 2:
+        return float(high)
+    low = parted[:middle].max()
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float((low + high) / 2)
+
+
+@jit(cache=True, error_model="numpy", fallback=_median_twin)
+def median_of(values: Array) -> float:  # pragma: no cover - compiled
+    """The median of a non-empty 1-d array without NaN (infinities allowed), as ``np.median``
+    gives it: for an even size the mean of the two middle elements, ``(low + high) / 2``."""
+    return np.median(values)

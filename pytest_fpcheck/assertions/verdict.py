@@ -44,10 +44,9 @@ from .resolution import (
     Resolution,
     current_max_resolution,
     inconclusive_reason,
-    median_of,
     resolution_from,
 )
-from .summary import Summary, summarise
+from .summary import Summary, median_of, summarise
 
 __all__ = ["KINDS", "Excess", "Offender", "Verdict", "classify", "default_tolerances"]
 

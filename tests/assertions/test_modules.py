@@ -210,6 +210,56 @@ def test_a_call_the_reference_did_not_make_is_a_bug() -> None:
     )
 
 
+class Shared(nn.Module):
+    """A ReLU and three projections of one hidden state (as attention's query, key and value),
+    and, after an in-place change of the state, a fourth projection of it."""
+
+    def __init__(self, relu: nn.Module) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.after = (nn.Linear(8, 8) for _ in range(4))
+        self.relu = relu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x * 3
+        total = self.relu(h) + self.q(h) + self.k(h) + self.v(h)
+        h.add_(1)  # written between calls: the next call takes the new values
+        return total + self.after(h)
+
+
+def test_calls_that_shared_a_tensor_share_its_record_and_its_cast() -> None:
+    from pytest_fpcheck.assertions.modules.reference import record_calls
+
+    torch.manual_seed(0)
+    reference = Shared(nn.ReLU()).double()
+    calls = {c.path: c for c in record_calls(reference, (inputs(torch.float64),), {})}
+    q, k, v, after = (calls[p].args[0] for p in ("q", "k", "v", "after"))
+    assert q is k is v  # one copy of the shared state, as the run shared it
+    assert after is not q
+    assert torch.equal(after, q + 1)
+    # the custom model's ReLU writes into its input (the reference's does not): the replays of
+    # the projections after it must still get the state's values, not the ReLU's
+    custom = Shared(nn.ReLU(inplace=True)).float()
+    custom.load_state_dict({n: t.float() for n, t in reference.state_dict().items()})
+    comparison = fp.compare_modules(custom, reference, inputs(torch.float32))
+    assert {c.path: c.kind for c in comparison.calls} == {
+        "": "roundoff",
+        "relu": "roundoff",
+        "q": "roundoff",
+        "k": "roundoff",
+        "v": "roundoff",
+        "after": "roundoff",
+    }
+    assert fp.compare_modules(custom, reference, inputs(torch.float32), leaves_only=True).kind == (
+        "roundoff"
+    )
+    # and a planted error in one of the sharing calls is found there
+    plant_relative_error(custom, "k", 1e-3)
+    found = fp.compare_modules(custom, reference, inputs(torch.float32), leaves_only=True)
+    assert found.first_bug is not None
+    assert found.first_bug.path == "k"
+    assert [c.path for c in found.bugs] == ["k"]
+
+
 class Outer(nn.Module):
     """A Linear after a child module given at construction."""
 

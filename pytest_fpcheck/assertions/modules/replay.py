@@ -125,6 +125,10 @@ class Replay:
         self.max_resolution = max_resolution
         self.forwards: dict[str, Callable[..., Any]] = {}
         self.casts: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+        self.dtypes: dict[str, torch.dtype] = {}
+        #: the inputs' casts: (recorded tensor, its cast, the cast's version) by dtype and the
+        #: recorded tensor's id
+        self.converted: dict[torch.dtype, dict[int, tuple[torch.Tensor, torch.Tensor, int]]] = {}
         # the state of the call being replayed
         self.frame: list[int] | None = None
         self.used: set[int] = set()
@@ -158,8 +162,28 @@ class Replay:
         """The cast to the dtype of the module at ``path`` (looked up once per path)."""
         cast = self.casts.get(path)
         if cast is None:
-            cast = cast_to(module_dtype(self.modules[path], self.input_dtype))
+            self.dtypes[path] = module_dtype(self.modules[path], self.input_dtype)
+            cast = cast_to(self.dtypes[path])
             self.casts[path] = cast
+        return cast
+
+    def _input_cast(self, path: str) -> Callable[[torch.Tensor], torch.Tensor]:
+        """:meth:`_cast` for the inputs of a replayed call: a recorded input cast to the same
+        dtype for an earlier call gives that cast tensor again while nothing has written it
+        (its version counter). Calls that shared an input in the reference run share it in
+        their replays (:mod:`.reference`), and its cast is bounded once, where the replays
+        begin (its site is the comparison's caller for every call)."""
+        convert = self._cast(path)
+        converted = self.converted.setdefault(self.dtypes[path], {})
+
+        def cast(t: torch.Tensor) -> torch.Tensor:
+            kept = converted.get(id(t))
+            if kept is not None and kept[0] is t and kept[1]._version == kept[2]:
+                return kept[1]
+            result = convert(t)
+            converted[id(t)] = (t, result, result._version)
+            return result
+
         return cast
 
     def _stub(
@@ -235,7 +259,7 @@ class Replay:
     def replay(self, call: RecordedCall) -> ModuleCall:
         """Run one recorded call on the custom model and judge it (inside :meth:`installed`)."""
         module = self.modules[call.path]
-        cast = self._cast(call.path)
+        cast = self._input_cast(call.path)
         self.index = call.index
         self.used, self.handed, self.problems = set(), [], []
         outputs: list[tuple[str, Verdict]] = []

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ...adapters.torch import dtype_format, internal
+from ...adapters.torch import dtype_format, float64_values, internal
 from ...errors import StaleBoundsError
 from ...formats import Format
 from ...interval.bounds import Provenance, contains
@@ -66,16 +66,6 @@ class Record:
     #: written by an in-place operation, whose version bump PyTorch applies after the Python
     #: dispatch layer returns: the next read accepts exactly one increment
     pending: bool = False
-
-
-def float64_values(t: torch.Tensor, *, copy: bool = False) -> np.ndarray:
-    """``t``'s current values as float64 on the host (``Tensor.to``: exact for every floating
-    format); the array shares a float64 host tensor's memory unless ``copy``. The tensor is
-    detached first, so autograd records nothing without a ``no_grad`` block (which costs more
-    than the conversion of a small tensor)."""
-    with internal():
-        values: np.ndarray = t.detach().to("cpu", torch.float64).numpy()
-    return values.copy() if copy else values
 
 
 def _storage_length(t: torch.Tensor) -> int:

@@ -475,11 +475,16 @@ def record_conversion(exact: torch.Tensor, converted: torch.Tensor) -> None:
     ``aten._to_copy`` gives (the module docstring's rule: the exact value joined to the
     computed one), with the same site, without the dispatch (module checks cast every
     replayed input). Nothing is recorded where the conversion is exact."""
-    joined = _joined([converted], Interval.point(float64_values(exact)))
-    if joined.is_point:
-        return
+    point, value = float64_values(exact), float64_values(converted)
+    if np.array_equal(point, value, equal_nan=True):
+        return  # an exact conversion: still a point
+    # _joined's rule for a point enclosure; minimum and maximum keep a NaN of either side
+    lo, hi = np.minimum(point, value), np.maximum(point, value)
+    undefined = np.isnan(lo)
+    if undefined.any():
+        lo[undefined], hi[undefined] = -np.inf, np.inf
     record = STORE.write(
-        converted, joined, provenance=Provenance(), mode="a_posteriori", owned=True
+        converted, Interval(lo, hi), provenance=Provenance(), mode="a_posteriori", owned=True
     )
     if record.max_radius > 0:
         site = OpCall(torch.ops.aten._to_copy.default, (), {}).site  # this caller's
