@@ -170,3 +170,19 @@ def test_add_and_mul_bounds(name, switch, shapes):
             kernel.fallback(*args, out[2], out[3])
             assert same_bits(out[0], out[2])
             assert same_bits(out[1], out[3])
+
+
+@pytest.mark.parametrize(("name", "n"), list(itertools.product(FORMATS, [1, 2, 3, 5])))
+def test_power_bounds(name, n):
+    from pytest_fpcheck.interval.kernels import elementwise
+
+    fmt = F.format_of(name)
+    lo, hi = ends(9)
+    kernel = elementwise._power_bounds(name == "float32", n)
+    for x_hi, point in ((hi, False), (lo, True)):  # an interval, a point
+        out = [np.empty(lo.size) for _ in range(4)]
+        args = (lo, x_hi, point, format_args(fmt))
+        kernel.dispatcher(*args, out[0], out[1])
+        kernel.fallback(*args, out[2], out[3])
+        assert same_bits(out[0], out[2])
+        assert same_bits(out[1], out[3])

@@ -223,3 +223,46 @@ def test_nearest_twin_gives_the_kernels_bits(name: str) -> None:
     fallbacks.nearest_all(lo, hi, *arguments, constants, *twin)
     for got, expected in zip(compiled, twin, strict=True):
         assert (got.view(np.int64) == expected.view(np.int64)).all()
+
+
+def test_float32_pass_gives_each_pair_the_bits_it_gets_alone() -> None:
+    """The float32 pass rounds the usual pairs in a branch-free loop and the others element by
+    element after it: a pair's ends are the same in any company (alone, among usual pairs only,
+    among special ones) and the twin's."""
+    fmt = F.FORMATS["float32"]
+    lo, hi = intervals(fmt, seed=8)
+    threshold = fmt.max_finite + math.ldexp(1.0, fmt.emax - fmt.precision)
+    # one end special, the other usual: each end's test must hold on its own
+    special = [0.0, -0.0, 5e-324, 1e-40, 2.0**-126, 2.0**-127, 2.0**127, 1e39, threshold]
+    special += [np.nan, np.inf, fmt.max_finite, np.nextafter(2.0**-126, 0.0)]
+    special_lo = np.array([-x for x in special] + [np.nan, -np.inf] + special[:7])
+    usual_hi = np.full(special_lo.size, 1.5)
+    special_hi = np.array(special + [-x for x in special[:7]])
+    usual_lo = np.full(special_hi.size, -1.5)
+    lo = np.concatenate([lo, special_lo, usual_lo])
+    hi = np.concatenate([hi, usual_hi, special_hi])
+    arguments = (fmt.precision, fmt.emin, fmt.max_finite, fmt.has_inf)
+    constants = (threshold, 0.0, 0.0)
+
+    def compiled(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = np.empty(a.size), np.empty(a.size)
+        rounding._nearest_all.dispatcher(a, b, *arguments, constants, *out)
+        return out
+
+    usual = np.array(
+        [bool(rounding._nearest32_usual.dispatcher(a, b)[2]) for a, b in zip(lo, hi, strict=True)]
+    )
+    assert 0 < usual.sum() < usual.size  # both kinds present
+    together = compiled(lo, hi)
+    apart = compiled(lo[usual], hi[usual]), compiled(lo[~usual], hi[~usual])
+    twin = np.empty(lo.size), np.empty(lo.size)
+    fallbacks.nearest_all(lo, hi, *arguments, constants, *twin)
+    for side in (0, 1):
+        bits = together[side].view(np.int64)
+        assert (bits == twin[side].view(np.int64)).all()
+        assert (bits[usual] == apart[0][side].view(np.int64)).all()
+        assert (bits[~usual] == apart[1][side].view(np.int64)).all()
+    for i in range(0, lo.size, 97):  # alone
+        alone = compiled(lo[i : i + 1], hi[i : i + 1])
+        assert alone[0].view(np.int64)[0] == together[0].view(np.int64)[i]
+        assert alone[1].view(np.int64)[0] == together[1].view(np.int64)[i]

@@ -2,7 +2,10 @@
 
 An :class:`Interval` is a pair of float64 arrays ``lo <= hi`` of one shape. A *point* interval
 (an exact input) shares one array for both ends, which rules test with :attr:`Interval.is_point`
-to skip work that a zero radius makes pointless (e.g. the radius products of a matmul).
+to skip work that a zero radius makes pointless (e.g. the radius products of a matmul). The
+*whole line* at every element (:meth:`Interval.whole`: a backward pass after an unbounded loss
+writes nothing else) has read-only ends shared by every such enclosure of as many elements, so
+that none fills two arrays of infinities of its own (:func:`is_whole_line` recognises them).
 
 Error constants (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., section 3.1
 and 3.4): ``gamma(n, u) = n u / (1 - n u)`` bounds the relative error of ``n`` roundings
@@ -30,10 +33,39 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["PROBABILISTIC_LAMBDA", "Interval", "gamma", "gamma_probabilistic"]
+__all__ = ["PROBABILISTIC_LAMBDA", "Interval", "gamma", "gamma_probabilistic", "is_whole_line"]
 
 #: lambda of the probabilistic bound: each bounded sum fails with probability <= 3.1e-8.
 PROBABILISTIC_LAMBDA = 6.0
+
+#: the shared ends of whole-line enclosures by length, the most recently used last
+_WHOLE_LINE: dict[int, tuple[Array, Array]] = {}
+#: how many lengths keep their ends (an evicted pair stays valid where it is held; only
+#: :func:`is_whole_line` no longer recognises it, which costs a pass, never a wrong answer)
+_WHOLE_LINE_LENGTHS = 8
+
+
+def _whole_line_ends(length: int) -> tuple[Array, Array]:
+    """Read-only flat arrays of ``length`` minus and plus infinities, made once per length."""
+    ends = _WHOLE_LINE.pop(length, None)
+    if ends is None:
+        ends = (np.full(length, -np.inf), np.full(length, np.inf))
+        for end in ends:
+            end.flags.writeable = False
+    _WHOLE_LINE[length] = ends
+    while len(_WHOLE_LINE) > _WHOLE_LINE_LENGTHS:
+        del _WHOLE_LINE[next(iter(_WHOLE_LINE))]
+    return ends
+
+
+def is_whole_line(lo: Array, hi: Array) -> bool:
+    """Whether ``lo`` and ``hi`` are views of the shared ends :meth:`Interval.whole` makes (then
+    every element is the whole line; False says nothing)."""
+    low = lo if lo.base is None else lo.base
+    ends = _WHOLE_LINE.get(low.size)
+    if ends is None or low is not ends[0]:
+        return False
+    return (hi if hi.base is None else hi.base) is ends[1]
 
 
 def _round_up(value: float) -> float:
@@ -69,6 +101,13 @@ class Interval:
     def point(cls, value: Array) -> Interval:
         """The exact value itself: ``lo`` and ``hi`` are one array."""
         return cls(value, value)
+
+    @classmethod
+    def whole(cls, shape: tuple[int, ...]) -> Interval:
+        """The whole line ``[-inf, +inf]`` at every element of ``shape``: read-only views of the
+        ends shared by every whole-line enclosure of as many elements (module docstring)."""
+        low, high = _whole_line_ends(math.prod(shape))
+        return cls(low.reshape(shape), high.reshape(shape))
 
     @property
     def is_point(self) -> bool:

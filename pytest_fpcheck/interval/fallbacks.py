@@ -375,6 +375,28 @@ def _operands(
     return a_lo[a_index], a_hi[a_index], b_lo[b_index], b_hi[b_index]
 
 
+def power(
+    fast32: bool,
+    n: int,
+    x_lo: Array,
+    x_hi: Array,
+    point: bool,
+    fa: FormatArgs,
+    lo: Array,
+    hi: Array,
+) -> None:
+    """``kernels.elementwise._power_bounds(fast32, n)``: n - 1 interval products of each end's
+    chain by the point it starts from (:func:`mul`, stepped outward), the lower end's lower end
+    and the upper end's upper end (a point's two chains are one: ``point`` changes nothing)."""
+    for start, out, pick in ((x_lo, lo, 0), (x_hi, hi, 1)):
+        chain = (start, start)
+        for _ in range(n - 1):
+            low, high = np.empty(start.size), np.empty(start.size)
+            mul(True, fast32, *chain, start.size, start, start, start.size, fa, low, high)
+            chain = (low, high)
+        out[:] = chain[pick]
+
+
 def add(
     negate_b: bool,
     fast32: bool,

@@ -425,6 +425,51 @@ def nearest_pair(
     return lower, upper
 
 
+#: float32's smallest normal number and 2**127, as float64 magnitude patterns
+_NORMAL32_BITS = np.int64(0x3810000000000000)
+_BEYOND32_BITS = np.int64(0x47E0000000000000)
+#: the float64 pattern's bits below the 26-bit grid (NEAREST_BITS) in its normal range
+_BELOW_GRID = np.int64((1 << (53 - NEAREST_BITS)) - 1)
+
+
+@jit(cache=True, inline="always")
+def _nearest32_usual(lo: float, hi: float) -> tuple[float, float, bool]:  # pragma: no cover
+    """:func:`nearest_pair` onto float32 for the usual pair, without a branch (so that a loop of
+    it vectorises), and whether the pair is usual: both ends of magnitude in [2**-126, 2**127)
+    (NaN, infinities, zeros, subnormal results and the overflow threshold are not) and neither
+    stepped end a tie between two float32 numbers. For a usual pair the general path takes
+    these steps and no other: float32's drift is 0, so the end is stepped one float64 step out
+    (:func:`next_down`, :func:`next_up`, on a nonzero finite pattern), converted to float32 by
+    the hardware (:func:`_nearest32` where the value is no tie and far from overflow: that
+    conversion), and selected against the end rounded outward onto the 26-bit grid
+    (:func:`round_to` in its normal range, where nothing overflows below 2**127)."""
+    b, t = _bits(lo), _bits(hi)
+    x = _from_bits(b - (np.int64(1) | (b >> 63)))
+    y = _from_bits(t + (np.int64(1) | (t >> 63)))
+    near_x, near_y = float(np.float32(x)), float(np.float32(y))
+    # the 26-bit grid: truncation rounds a magnitude down, one unit of the kept part up
+    grid_x = _from_bits(
+        (b & ~_BELOW_GRID)
+        + ((np.int64((b & _BELOW_GRID) != 0) & -(b >> 63)) << (53 - NEAREST_BITS))
+    )
+    grid_y = _from_bits(
+        (t & ~_BELOW_GRID)
+        + ((np.int64((t & _BELOW_GRID) != 0) & (np.int64(1) + (t >> 63))) << (53 - NEAREST_BITS))
+    )
+    tie_x = ((_bits(x) & _BELOW_TIE) == 0) & (near_x != x)
+    tie_y = ((_bits(y) & _BELOW_TIE) == 0) & (near_y != y)
+    m, n = b & _MAGNITUDE, t & _MAGNITUDE
+    usual = (
+        (m >= _NORMAL32_BITS)
+        & (m < _BEYOND32_BITS)
+        & (n >= _NORMAL32_BITS)
+        & (n < _BEYOND32_BITS)
+        & ~tie_x
+        & ~tie_y
+    )
+    return _select(near_x < grid_x, near_x, grid_x), _select(near_y > grid_y, near_y, grid_y), usual
+
+
 @jit(cache=True, fallback=fallbacks.nearest_all)
 def _nearest_all(
     lo: np.ndarray,
@@ -439,10 +484,18 @@ def _nearest_all(
 ) -> None:  # pragma: no cover - compiled
     smallest_normal = math.ldexp(1.0, emin)
     if _is_float32(precision, emin, has_inf):
+        # the common ends in one branch-free pass that vectorises, the others element by element
+        missed = 0
         for i in range(lo.size):
-            out_lo[i], out_hi[i] = nearest_pair(
-                lo[i], hi[i], precision, smallest_normal, emin, big, has_inf, c, True
-            )
+            lower, upper, usual = _nearest32_usual(lo[i], hi[i])
+            out_lo[i], out_hi[i] = lower, upper
+            missed += not usual
+        if missed:
+            for i in range(lo.size):
+                if not _nearest32_usual(lo[i], hi[i])[2]:
+                    out_lo[i], out_hi[i] = nearest_pair(
+                        lo[i], hi[i], precision, smallest_normal, emin, big, has_inf, c, True
+                    )
     else:
         for i in range(lo.size):
             out_lo[i], out_hi[i] = nearest_pair(

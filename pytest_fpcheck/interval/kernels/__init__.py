@@ -50,10 +50,10 @@ from .base import (
     summary,
 )
 from .composite import gelu_erf_bounds
-from .elementwise import add_bounds, mul_bounds
+from .elementwise import add_bounds, mul_bounds, power_bounds
 from .linalg import float32_magnitudes, matmul_epilogue, split_operand
 from .normalisation import moments_rows, normalise_rows
-from .softmax import softmax_bounds
+from .softmax import log_softmax_bounds, softmax_bounds
 
 __all__ = [
     "FormatArgs",
@@ -66,12 +66,14 @@ __all__ = [
     "float32_magnitudes",
     "format_args",
     "gelu_erf_bounds",
+    "log_softmax_bounds",
     "matmul_epilogue",
     "moments_rows",
     "mul_bounds",
     "normalise_rows",
     "outward",
     "outward_step",
+    "power_bounds",
     "softmax_bounds",
     "split_operand",
     "summary",

@@ -1,6 +1,7 @@
 """Kernels of correctly rounded element-wise arithmetic (:mod:`pytest_fpcheck.interval.elementwise`):
 the enclosures of a sum or difference (:func:`add_bounds`) and of a product (:func:`mul_bounds`)
-of broadcast interval operands, rounded outward onto the result format in one pass.
+of broadcast interval operands, and of an integer power computed by repeated multiplication
+(:func:`power_bounds`), rounded outward onto the result format in one pass.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["add_bounds", "mul_bounds"]
+__all__ = ["add_bounds", "mul_bounds", "power_bounds"]
 
 
 @jit(cache=True, inline="always")
@@ -136,6 +137,33 @@ def add_bounds(
 
 
 @jit(cache=True, inline="always")
+def _product(
+    x_lo: float,
+    x_hi: float,
+    y_lo: float,
+    y_hi: float,
+    step: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """The enclosure of [x_lo, x_hi] * [y_lo, y_hi]: the hull of the four end products (also
+    for a point, whose ends are equal: the same hull), stepped outward when ``step``, rounded
+    onto the format; the whole line where 0 * inf or an undefined product is possible."""
+    p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
+    low = min(min(p1, p2), min(p3, p4))
+    high = max(max(p1, p2), max(p3, p4))
+    undefined = (p1 != p1) | (p2 != p2) | (p3 != p3) | (p4 != p4)
+    zero_times_infinity = ((x_lo <= 0) & (x_hi >= 0) & (math.isinf(y_lo) | math.isinf(y_hi))) | (
+        (y_lo <= 0) & (y_hi >= 0) & (math.isinf(x_lo) | math.isinf(x_hi))
+    )
+    if undefined | zero_times_infinity:
+        return -math.inf, math.inf
+    if step:
+        return outward_step(low, high, fa, fast32)
+    return outward(low, high, fa, fast32)
+
+
+@jit(cache=True, inline="always")
 def _mul_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
@@ -156,23 +184,7 @@ def _mul_bounds_loop(
         for j in range(block):
             # unsigned indices: numba then skips its negative-index wraparound
             i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
-            x_lo, x_hi = a_lo[ja], a_hi[ja]
-            y_lo, y_hi = b_lo[jb], b_hi[jb]
-            # all four end products, also for a point (whose ends are equal: the same hull)
-            p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
-            low = min(min(p1, p2), min(p3, p4))
-            high = max(max(p1, p2), max(p3, p4))
-            undefined = (p1 != p1) | (p2 != p2) | (p3 != p3) | (p4 != p4)
-            zero_times_infinity = (
-                (x_lo <= 0) & (x_hi >= 0) & (math.isinf(y_lo) | math.isinf(y_hi))
-            ) | ((y_lo <= 0) & (y_hi >= 0) & (math.isinf(x_lo) | math.isinf(x_hi)))
-            if undefined | zero_times_infinity:
-                lo[i], hi[i] = -math.inf, math.inf
-                continue
-            if step:
-                lo[i], hi[i] = outward_step(low, high, fa, fast32)
-            else:
-                lo[i], hi[i] = outward(low, high, fa, fast32)
+            lo[i], hi[i] = _product(a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], step, fa, fast32)
 
 
 @functools.cache
@@ -236,5 +248,57 @@ def mul_bounds(
             format_args(fmt),
             lo.reshape(-1),
             hi.reshape(-1),
+        )
+    return lo, hi
+
+
+@functools.cache
+def _power_bounds(fast32: bool, n: int) -> Callable[..., None]:
+    """The compiled kernel for this switch and exponent (compiled on first use, then cached):
+    ``n`` is a constant of the compiled code, so that the chain of products is unrolled and the
+    loop over elements vectorises."""
+
+    @jit(cache=True, error_model="numpy", fallback=functools.partial(fallbacks.power, fast32, n))
+    def kernel(
+        x_lo: np.ndarray,
+        x_hi: np.ndarray,
+        point: bool,
+        fa: tuple[bool, int, float, int, float, bool],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        for i in range(lo.size):
+            # each end's power by n - 1 products by the end itself, each rounded onto the
+            # format in an unknown direction: interval products by a point, stepped outward
+            x = x_lo[i]
+            low, high = x, x
+            for _ in range(n - 1):
+                low, high = _product(low, high, x, x, True, fa, fast32)
+            if not point:  # a point's one chain gives both ends
+                x = x_hi[i]
+                upper_low, high = x, x
+                for _ in range(n - 1):
+                    upper_low, high = _product(upper_low, high, x, x, True, fa, fast32)
+            lo[i], hi[i] = low, high
+
+    return kernel
+
+
+def power_bounds(x_lo: Array, x_hi: Array, n: int, fmt: Format) -> tuple[Array, Array]:
+    """[lo, hi]: lo the lower end of the enclosure of ``x_lo ** n`` computed by n - 1
+    multiplications in ``fmt`` (each rounded in an unknown direction), hi the upper end of that
+    of ``x_hi ** n`` (``n >= 1``): the enclosure of the n-th power over a range on which it is
+    increasing (non-negative ends, or any ends for odd ``n``), in one pass."""
+    shape = np.broadcast_shapes(np.shape(x_lo), np.shape(x_hi))
+    low = np.ascontiguousarray(np.broadcast_to(x_lo, shape), dtype=np.float64).reshape(-1)
+    high = (
+        low
+        if x_hi is x_lo
+        else np.ascontiguousarray(np.broadcast_to(x_hi, shape), dtype=np.float64).reshape(-1)
+    )
+    lo, hi = np.empty(shape), np.empty(shape)
+    if lo.size:
+        _power_bounds(fmt.name == "float32", int(n))(
+            low, high, high is low, format_args(fmt), lo.reshape(-1), hi.reshape(-1)
         )
     return lo, hi

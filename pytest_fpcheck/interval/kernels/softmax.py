@@ -1,5 +1,6 @@
-"""Kernel of the softmax rule (:mod:`pytest_fpcheck.tracking.torch.rules.softmax`): the
-enclosure of each row's softmax, one compiled pass per row (:func:`softmax_bounds`).
+"""Kernels of the softmax rules (:mod:`pytest_fpcheck.tracking.torch.rules.softmax`): the
+enclosure of each row's softmax (:func:`softmax_bounds`) and log-softmax
+(:func:`log_softmax_bounds`), one compiled pass per row.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import numpy as np
 
 from ...formats import Format
 from ..jit import jit
-from ..rounding import next_up
+from ..rounding import next_down, next_up
 from .base import (
     format_args,
+    outward,
     outward_step,
 )
 
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["softmax_bounds"]
+__all__ = ["log_softmax_bounds", "softmax_bounds"]
 
 
 @jit(cache=True, inline="always")
@@ -161,6 +163,135 @@ def softmax_bounds(
             rows_lo,
             rows_hi.reshape(-1, n),
             (kappa, absolute, factor, shift_roundoff, tiny),
+            format_args(fmt),
+            out_lo.reshape(-1, n),
+            out_hi.reshape(-1, n),
+        )
+    if axis % max(lo.ndim, 1) == lo.ndim - 1 or lo.ndim == 0:
+        return out_lo, out_hi
+    return np.moveaxis(out_lo, -1, axis), np.moveaxis(out_hi, -1, axis)
+
+
+@jit(cache=True, inline="always")
+def _log_softmax_rows_loop(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    c: tuple[float, float, float, float],
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    u, log_f, per_log_s, tiny = c
+    rows, n = lo.shape
+    e_lo = np.empty(n)
+    e_hi = np.empty(n)
+    # the float64 sums below err by at most (n - 1) 2**-53 relatively
+    margin = 2.0**-40 + (n + 2) * 2.0**-52
+    for row in range(rows):
+        top = -math.inf
+        lowest_max = -math.inf
+        undefined = False  # some end is NaN
+        may_be_nan = False  # some element may be +inf, or every one -inf
+        every_lower_neginf = True
+        for j in range(n):
+            h, low_end = hi[row, j], lo[row, j]
+            if h != h or low_end != low_end:
+                undefined = True
+            if h > top:
+                top = h
+            if low_end > lowest_max:
+                lowest_max = low_end
+            if h == math.inf:
+                may_be_nan = True
+            if low_end != -math.inf:
+                every_lower_neginf = False
+        if undefined or not math.isfinite(top):
+            top = 0.0
+        # the row's maximum m lies between its largest lower end and top
+        shift_gap = top - lowest_max if math.isfinite(lowest_max) and not undefined else 0.0
+        may_be_nan = may_be_nan or every_lower_neginf
+        total_hi = 0.0
+        total_lo = 0.0
+        for j in range(n):
+            e_lo[j] = _shifted_exp(lo[row, j] - top, False)
+            e_hi[j] = _shifted_exp(hi[row, j] - top, True)
+            total_hi += e_hi[j]
+            total_lo += e_lo[j]
+        total_hi = total_hi * (1.0 + margin)
+        total_lo = max(total_lo * (1.0 - margin), 0.0)
+        log_s = max(abs(math.log(total_hi)), abs(math.log(max(total_lo, 1e-300))))
+        common = log_f + per_log_s * log_s + tiny
+        for j in range(n):
+            low = (lo[row, j] - top) - math.log(e_lo[j] + (total_hi - e_hi[j]))
+            high = (hi[row, j] - top) - math.log(e_hi[j] + max(total_lo - e_lo[j], 0.0))
+            lower = low - (
+                u * (abs(lo[row, j] - top) + shift_gap)
+                + common
+                + u * abs(low)
+                + 2.0**-48 * (abs(low) + log_s)
+            )
+            upper = high + (
+                u * (abs(hi[row, j] - top) + shift_gap)
+                + common
+                + u * abs(high)
+                + 2.0**-48 * (abs(high) + log_s)
+            )
+            if may_be_nan or undefined or lower != lower or upper != upper:
+                out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
+                continue
+            out_lo[row, j], out_hi[row, j] = outward(next_down(lower), next_up(upper), fa, fast32)
+
+
+@functools.cache
+def _log_softmax_rows(fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for this switch (compiled on first use, then cached)."""
+
+    @jit(cache=True, error_model="numpy")
+    def kernel(
+        lo: np.ndarray,
+        hi: np.ndarray,
+        c: tuple[float, float, float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        out_lo: np.ndarray,
+        out_hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _log_softmax_rows_loop(lo, hi, c, fa, fast32, out_lo, out_hi)
+
+    return kernel
+
+
+def log_softmax_bounds(
+    lo: Array,
+    hi: Array,
+    axis: int,
+    u: float,
+    log_f: float,
+    per_log_s: float,
+    tiny: float,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """The log-softmax enclosure of ``rules.softmax._log_softmax`` along ``axis``, one compiled
+    pass per row: with e = exp(x - top) at both ends (top the row's largest upper end, each
+    exponential widened by its evaluation error), S_hi and S_lo their sums (widened by the
+    sums' float64 error), the exact range
+    [(lo - top) - log(e_lo + S_hi - e_hi), (hi - top) - log(e_hi + S_lo - e_lo)], each end
+    moved out by the kernel's rounding, ``u`` (|x - top| + the row's shift gap, top minus its
+    largest lower end) + ``log_f`` + ``per_log_s`` log_s + ``tiny`` + ``u`` |end| (log_s the
+    larger |log| of the two sums), and by 2**-48 (|end| + log_s) for this evaluation, stepped
+    outward and rounded onto ``fmt``; the whole line in rows that may be NaN (an end NaN or +inf,
+    or every lower end -inf) and where an end came out NaN."""
+    moved_lo, moved_hi = np.moveaxis(lo, axis, -1), np.moveaxis(hi, axis, -1)
+    shape = moved_lo.shape
+    n = shape[-1] if shape else 1
+    rows_lo = np.ascontiguousarray(moved_lo, dtype=np.float64).reshape(-1, n)
+    rows_hi = rows_lo if hi is lo else np.ascontiguousarray(moved_hi, dtype=np.float64)
+    out_lo, out_hi = np.empty(shape), np.empty(shape)
+    if out_lo.size:
+        _log_softmax_rows(fmt.name == "float32")(
+            rows_lo,
+            rows_hi.reshape(-1, n),
+            (u, log_f, per_log_s, tiny),
             format_args(fmt),
             out_lo.reshape(-1, n),
             out_hi.reshape(-1, n),

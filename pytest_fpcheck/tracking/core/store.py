@@ -23,6 +23,7 @@ thread-local).
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from ...adapters.torch import dtype_format, float64_values, internal
 from ...errors import StaleBoundsError
 from ...formats import Format
 from ...interval.bounds import Provenance, contains
-from ...interval.core import Interval
+from ...interval.core import Interval, is_whole_line
 from ...interval.kernels import summary
 
 __all__ = ["STORE", "BoundsStore", "Record", "float64_values"]
@@ -50,7 +51,10 @@ _PURGE_BYTES = 8 << 20
 
 @dataclass
 class Record:
-    """Bounds of one storage: flat buffers (one shared buffer while everything is exact)."""
+    """Bounds of one storage: flat buffers (one shared buffer while everything is exact; the
+    read-only ends of :meth:`~pytest_fpcheck.interval.core.Interval.whole`, shared by every
+    record of as many elements, while everything is the whole line: copied before a partial
+    write)."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -245,7 +249,11 @@ class BoundsStore:
         fmt = dtype_format(t.dtype)
         with self._lock:
             record = self._records.get(key)
-        if whole:
+        whole_line = whole and is_whole_line(interval.lo, interval.hi)
+        if whole_line:  # the shared read-only ends (Interval.whole): no copy, no summary pass
+            flat_lo, flat_hi = interval.lo.reshape(-1), interval.hi.reshape(-1)
+            record = Record(flat_lo, flat_hi, t._version, fmt, provenance, mode, notes)
+        elif whole:
             flat_lo = _buffer(interval.lo, shape, owned)
             flat_hi = flat_lo if interval.is_point else _buffer(interval.hi, shape, owned)
             record = Record(flat_lo, flat_hi, t._version, fmt, provenance, mode, notes)
@@ -267,7 +275,10 @@ class BoundsStore:
             self._write_strided(record, t, lo, hi, interval.is_point)
         record.version = t._version
         record.pending = in_place
-        record.max_radius, record.unbounded = summary(record.lo, record.hi)
+        if whole_line:
+            record.max_radius, record.unbounded = math.inf, True
+        else:
+            record.max_radius, record.unbounded = summary(record.lo, record.hi)
         record.provenance = provenance
         record.mode = mode
         record.notes = notes
@@ -290,6 +301,8 @@ class BoundsStore:
     def _write_strided(
         record: Record, t: torch.Tensor, lo: np.ndarray, hi: np.ndarray, point: bool
     ) -> None:
+        if not record.lo.flags.writeable:  # the shared ends of the whole line: copied first
+            record.lo, record.hi = record.lo.copy(), record.hi.copy()
         if record.hi is record.lo and not point:
             record.hi = record.lo.copy()
         _view(record.lo, t)[...] = lo

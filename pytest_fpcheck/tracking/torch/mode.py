@@ -340,7 +340,7 @@ class Tracker(Interposer):
             try:
                 STORE.write(
                     tensor,
-                    Interval(np.full(shape, -np.inf), np.full(shape, np.inf)),
+                    Interval.whole(shape),
                     provenance=provenance,
                     mode=self.mode,
                     notes=(gap.note(),),
@@ -476,7 +476,9 @@ def record_conversion(exact: torch.Tensor, converted: torch.Tensor) -> None:
     computed one), with the same site, without the dispatch (module checks cast every
     replayed input). Nothing is recorded where the conversion is exact."""
     point, value = float64_values(exact), float64_values(converted)
-    if np.array_equal(point, value, equal_nan=True):
+    if (point == value).all() or (
+        np.isnan(value).any() and np.array_equal(point, value, equal_nan=True)
+    ):
         return  # an exact conversion: still a point
     # _joined's rule for a point enclosure; minimum and maximum keep a NaN of either side
     lo, hi = np.minimum(point, value), np.maximum(point, value)

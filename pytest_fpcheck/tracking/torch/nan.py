@@ -35,7 +35,7 @@ import torch
 
 from ...adapters.torch import dtype_format
 from ...errors import StaleBoundsError
-from ...interval.core import Interval
+from ...interval.core import Interval, is_whole_line
 from ..core.store import STORE
 from .context import RuleContext
 
@@ -141,6 +141,8 @@ def unbounded_mask(interval: Interval) -> np.ndarray:
     """Where the enclosure is the whole line (the value may be NaN)."""
     if interval.is_point:
         return np.zeros(np.shape(interval.lo), dtype=bool)
+    if is_whole_line(interval.lo, interval.hi):  # everywhere, without reading the ends
+        return np.broadcast_to(np.True_, np.shape(interval.lo))
     # two comparisons: NumPy's isneginf and isposinf take two passes each (isinf and signbit)
     mask: np.ndarray = (interval.lo == -np.inf) & (interval.hi == np.inf)
     return mask
@@ -192,7 +194,7 @@ def whole_line_outputs(
         shape = tuple(output.shape)
         if not np.broadcast_to(_dependent(ctx, masks, shape), shape).all():
             return None
-        whole.append(Interval(np.full(shape, -np.inf), np.full(shape, np.inf)))
+        whole.append(Interval.whole(shape))
     return tuple(whole)
 
 
@@ -212,7 +214,7 @@ def propagate(
         shape = tuple(output.shape)
         dependent = np.broadcast_to(_dependent(ctx, masks, shape), shape) if masks else None
         if dependent is not None and dependent.all():
-            intervals[position] = Interval(np.full(shape, -np.inf), np.full(shape, np.inf))
+            intervals[position] = Interval.whole(shape)
             continue
         lo, hi = np.broadcast_to(interval.lo, shape), np.broadcast_to(interval.hi, shape)
         widen = np.isnan(lo) | np.isnan(hi)

@@ -49,9 +49,13 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
 
 
 def as_tensor(array: Array) -> torch.Tensor:
-    """A tensor over (a contiguous copy of) a NumPy array, of the array's shape (0-d stays 0-d:
-    ``np.ascontiguousarray`` alone returns at least one dimension)."""
-    return torch.from_numpy(np.ascontiguousarray(array).reshape(np.shape(array)))
+    """A tensor over a NumPy array (or a contiguous copy of it; a copy of read-only memory, the
+    shared ends of the whole line, which a tensor must not write), of the array's shape (0-d
+    stays 0-d: ``np.ascontiguousarray`` alone returns at least one dimension)."""
+    contiguous = np.ascontiguousarray(array)
+    if not contiguous.flags.writeable:
+        contiguous = contiguous.copy()
+    return torch.from_numpy(contiguous.reshape(np.shape(array)))
 
 
 def dims(dim: Any, ndim: int) -> tuple[int, ...]:

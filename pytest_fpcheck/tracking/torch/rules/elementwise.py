@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from ....adapters.torch import dtype_format
-from ....formats import Format
 from ....interval import elementwise as ew
 from ....interval.core import Interval
+from ....interval.kernels import power_bounds
 from ....interval.registry import register_rule
 from ..context import RuleContext
 from ._common import (
@@ -232,15 +232,6 @@ _library("sigmoid", sigmoid64)
 _library("rsqrt", lambda x: 1.0 / np.sqrt(x), increasing=False)
 
 
-def _power_chain(x: Array, p: int, fmt: Format) -> Interval:
-    """[x^p rounded down, x^p rounded up] through p - 1 multiplications in ``fmt``."""
-    point = Interval.point(x)
-    result = point
-    for _ in range(p - 1):
-        result = ew.mul(result, point, fmt, operand_bits=64)
-    return result
-
-
 @rule("aten.pow")
 def _pow(ctx: RuleContext) -> Interval:
     """Integer exponents: PyTorch multiplies (x*x, x*x*x, repeated squaring), so the result
@@ -257,9 +248,9 @@ def _pow(ctx: RuleContext) -> Interval:
     if p.is_integer() and 0 < p <= 64:
         n = int(p)
         ends = ew.absolute(a) if n % 2 == 0 else a
-        low = _power_chain(ends.lo, n, ctx.compute)
-        high = low if ends.is_point else _power_chain(ends.hi, n, ctx.compute)
-        return Interval(low.lo, high.hi).to_format(ctx.fmt)
+        result = Interval(*power_bounds(ends.lo, ends.hi, n, ctx.compute))
+        # the chain's ends lie on the compute format's grid: only a narrower format rounds
+        return result if ctx.fmt.name == ctx.compute.name else result.to_format(ctx.fmt)
     if p == 0.5:
         return ew.sqrt(a, ctx.fmt)
     with np.errstate(invalid="ignore"):

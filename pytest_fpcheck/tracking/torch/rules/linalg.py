@@ -161,7 +161,7 @@ def _converted_overflow(
         f"an input beyond {inputs.name}'s largest finite number may round to infinity: no bounds"
     )
     shape = np.shape(enclosure.lo)
-    return Interval(np.full(shape, -np.inf), np.full(shape, np.inf))
+    return Interval.whole(shape)
 
 
 def _scale(ctx: RuleContext, a: Interval, factor: Any) -> Interval:

@@ -21,30 +21,20 @@ log-softmax's reduced-precision kernels may hold the sum in the tensor's own for
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ....interval.kernels import (
+    log_softmax_bounds,
     softmax_bounds,
 )
-from ....interval.rounding import down, up
 from ..context import RuleContext
 from ._common import (
-    Array,
     rule,
 )
 
 __all__: list[str] = []
-
-
-def _row_may_be_nan(a: Interval, axis: int) -> Array:
-    """Softmax of a row is NaN when some element may be +inf (inf - inf) or every element may
-    be -inf (0 / 0)."""
-    result: Array = np.any(np.isposinf(a.hi), axis=axis, keepdims=True) | np.all(
-        np.isneginf(a.lo), axis=axis, keepdims=True
-    )
-    return result
 
 
 def _softmax_units(ctx: RuleContext, last: bool) -> tuple[float, float]:
@@ -67,21 +57,6 @@ def _wide_units(ctx: RuleContext) -> tuple[float, float]:
     c = ctx.compute
     u = max(c.unit_roundoff, ctx.fmt.unit_roundoff)
     return u, ew.ULP_ERRORS["exp"] * c.eps + (ctx.fmt.unit_roundoff if ctx.fmt is not c else 0.0)
-
-
-def _shifted_exponentials(a: Interval, axis: int) -> tuple[Array, Array, Array, Array]:
-    """(e_lo, e_hi, sum of e_hi, sum of e_lo) of exp(x - top), top the row's largest upper end,
-    in float64 with their evaluation error allowed for (the difference's rounding, |d| 2**-53,
-    and exp's own)."""
-    top = np.max(a.hi, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        d_lo, d_hi = a.lo - top, a.hi - top
-        e_lo = np.exp(d_lo) * (1 - (np.abs(np.where(np.isfinite(d_lo), d_lo, 0.0)) + 8) * 2.0**-51)
-        e_hi = np.exp(d_hi) * (1 + (np.abs(np.where(np.isfinite(d_hi), d_hi, 0.0)) + 8) * 2.0**-51)
-        total_hi = np.sum(e_hi, axis=axis, keepdims=True) * (1 + 2**-40)
-        total_lo = np.sum(e_lo, axis=axis, keepdims=True) * (1 - 2**-40)
-    return e_lo, e_hi, total_hi, total_lo
 
 
 #: a factor that stands for "no bound" and stays finite (a probability times it is finite)
@@ -129,7 +104,7 @@ def _softmax(ctx: RuleContext) -> Interval:
     u, kappa = _softmax_units(ctx, axis == max(x.dim(), 1) - 1)
     absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
     factor = _quotient_factor(kappa + n * absolute, ctx.sums.factor(n, u), u)
-    # one compiled pass per row (the exponentials in float64 as _shifted_exponentials does)
+    # one compiled pass per row (the exponentials in float64, widened by their evaluation error)
     lo, hi = softmax_bounds(
         a.lo,
         a.hi,
@@ -148,52 +123,34 @@ def _softmax(ctx: RuleContext) -> Interval:
 @rule("aten._log_softmax", "aten.log_softmax")
 def _log_softmax(ctx: RuleContext) -> Interval:
     """(x_i - m) - log(S): exact range by monotonicity, then the rounding: the difference
-    x_i - m errs by u |x_i - m| (evaluated at each end: the computed value is monotone in x_i),
-    log S by the larger of log((1 + s)(1 + gamma_n)) and -log((1 - s)(1 - gamma_n)) (see
-    _softmax) plus log's ULP error, the final subtraction by u |result|."""
+    x_i - m errs by u |x_i - m| (evaluated at each end: the computed value is monotone in x_i;
+    m lies between the row's largest lower end and its largest upper end), log S by the larger
+    of log((1 + s)(1 + gamma_n)) and -log((1 - s)(1 - gamma_n)) (see _softmax) plus log's ULP
+    error, the final subtraction by u |result|. One compiled pass per row
+    (:func:`~pytest_fpcheck.interval.kernels.log_softmax_bounds`)."""
     x = ctx.args[0]
     axis = int(ctx.arg(1, "dim")) % max(x.dim(), 1)
     c = ctx.compute
     a = ctx.operand(x, c)
-    e_lo, e_hi, total_hi, total_lo = _shifted_exponentials(a, axis)
-    top = np.max(a.hi, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    # m lies between the row's largest lower end and top
-    lowest_max = np.max(a.lo, axis=axis, keepdims=True)
-    shift_gap = np.where(np.isfinite(lowest_max), top - lowest_max, 0.0)
     n = a.shape[axis] if a.shape else 1
     u, kappa = _wide_units(ctx)
     absolute = 0.4 * u + (ew.ULP_ERRORS["exp"] + 1) * c.smallest_subnormal
-    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
-        low = (a.lo - top) - np.log(e_lo + (total_hi - e_hi))
-        high = (a.hi - top) - np.log(e_hi + np.maximum(total_lo - e_lo, 0.0))
-        # |log| of the sum's relative error, the larger side: 1 - x below, 1 + x above
-        spread, gamma_n = kappa + n * absolute, ctx.sums.factor(n, u)
-        shrink = (1 - spread) * (1 - gamma_n)
-        log_f = (
-            max(np.log((1 + spread) * (1 + gamma_n)), -np.log(shrink)) * (1 + 2**-40)
-            if shrink > 0
-            else np.inf
-        )
-        log_s = np.maximum(np.abs(np.log(total_hi)), np.abs(np.log(np.maximum(total_lo, 1e-300))))
-        common = (
-            log_f
-            + (ew.ULP_ERRORS["log"] * c.eps + 2 * u) * log_s
-            + ew.ULP_ERRORS["log"] * c.smallest_subnormal
-        )
-        low_allowance = (
-            u * (np.abs(a.lo - top) + shift_gap)
-            + common
-            + u * np.abs(low)
-            + 2**-48 * (np.abs(low) + log_s)
-        )
-        high_allowance = (
-            u * (np.abs(a.hi - top) + shift_gap)
-            + common
-            + u * np.abs(high)
-            + 2**-48 * (np.abs(high) + log_s)
-        )
-        lo = down(low - low_allowance)
-        hi = up(high + high_allowance)
-        nan = np.isnan(lo) | np.isnan(hi) | _row_may_be_nan(a, axis)
-    return Interval(np.where(nan, -np.inf, lo), np.where(nan, np.inf, hi)).to_format(ctx.fmt)
+    # |log| of the sum's relative error, the larger side: 1 - x below, 1 + x above
+    spread, gamma_n = kappa + n * absolute, ctx.sums.factor(n, u)
+    shrink = (1 - spread) * (1 - gamma_n)
+    log_f = (
+        max(math.log((1 + spread) * (1 + gamma_n)), -math.log(shrink)) * (1 + 2**-40)
+        if shrink > 0
+        else math.inf
+    )
+    lo, hi = log_softmax_bounds(
+        a.lo,
+        a.hi,
+        axis,
+        u,
+        log_f,
+        ew.ULP_ERRORS["log"] * c.eps + 2 * u,
+        ew.ULP_ERRORS["log"] * c.smallest_subnormal,
+        ctx.fmt,
+    )
+    return Interval(lo, hi)
