@@ -159,3 +159,59 @@ def test_safe_softmax_and_a_transposed_last_dimension(dtype: torch.dtype) -> Non
     with fp.track():
         w = torch.softmax(z, -1)
         _check(z, w, -1)
+
+
+def _exact_log_softmax(rows: np.ndarray) -> np.ndarray:
+    """log-softmax of each row in mpmath at 50 digits (float64, to nearest: the checks below
+    allow its half ULP by comparing against the enclosure widened one float64 step)."""
+    mpmath.mp.dps = 50
+    out = np.empty(rows.shape)
+    for i, row in enumerate(rows):
+        values = [mpmath.mpf(float(v)) for v in row]
+        top = max(values)
+        total = mpmath.fsum(
+            mpmath.mpf(0) if v == -mpmath.inf else mpmath.exp(v - top) for v in values
+        )
+        for j, v in enumerate(values):
+            out[i, j] = -np.inf if v == -mpmath.inf else float(v - top - mpmath.log(total))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, *REDUCED])
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_log_softmax_encloses_the_exact_and_the_computed_values(
+    dtype: torch.dtype, dim: int
+) -> None:
+    """The compiled pass per row (interval/kernels/softmax.py) on rows of every character, the
+    last and an inner dimension, and interval inputs; rows that may be NaN are the whole line."""
+    x = _rows(dtype, seed=3)
+    with fp.track():
+        scaled = x * 1.25  # an interval input where the product rounds
+        y = torch.log_softmax(scaled, dim)
+    bounds = fp.bounds_of(y)
+    assert bounds is not None
+    computed = y.double().numpy()
+    whole = np.isneginf(bounds.lo) & np.isposinf(bounds.hi)
+    inside = (bounds.lo <= computed) & (computed <= bounds.hi)
+    assert (inside | (np.isnan(computed) & whole)).all()  # NaN: only in the whole line
+    # the exact log-softmax of the tensor the kernel read (the computed scaled values)
+    rows = scaled.double().numpy()
+    exact = _exact_log_softmax(rows if dim == -1 else rows.T)
+    exact = exact if dim == -1 else exact.T
+    lo, hi = np.nextafter(bounds.lo, -np.inf), np.nextafter(bounds.hi, np.inf)
+    assert (((lo <= exact) & (exact <= hi)) | np.isnan(computed)).all()
+    # a finite result is bounded (no vacuous enclosure on ordinary rows)
+    assert np.isfinite(bounds.hi[computed > -1e30]).mean() > 0.5
+
+
+def test_log_softmax_rows_that_may_be_nan_are_the_whole_line() -> None:
+    x = torch.tensor([[0.0, 1.0, 2.0], [-torch.inf, -torch.inf, -torch.inf], [0.0, torch.inf, 1.0]])
+    with fp.track():
+        y = torch.log_softmax(x * 1.0, -1)
+    bounds = fp.bounds_of(y)
+    assert bounds is not None
+    assert np.isfinite(bounds.lo[0]).all()
+    assert np.isfinite(bounds.hi[0]).all()
+    for row in (1, 2):
+        assert np.isneginf(bounds.lo[row]).all()
+        assert np.isposinf(bounds.hi[row]).all()

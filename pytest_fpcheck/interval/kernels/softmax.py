@@ -223,8 +223,12 @@ def _log_softmax_rows_loop(
         log_s = max(abs(math.log(total_hi)), abs(math.log(max(total_lo, 1e-300))))
         common = log_f + per_log_s * log_s + tiny
         for j in range(n):
-            low = (lo[row, j] - top) - math.log(e_lo[j] + (total_hi - e_hi[j]))
-            high = (hi[row, j] - top) - math.log(e_hi[j] + max(total_lo - e_lo[j], 0.0))
+            # x_i - log(exp(x_i) + rest) increases in x_i and decreases in the rest: the lower
+            # end takes x_i's own exponential at lo from above, the upper end at hi from below
+            d_lo, d_hi = lo[row, j] - top, hi[row, j] - top
+            own_lo, own_hi = _shifted_exp(d_lo, True), _shifted_exp(d_hi, False)
+            low = d_lo - math.log(own_lo + (total_hi - e_hi[j]))
+            high = d_hi - math.log(own_hi + max(total_lo - e_lo[j], 0.0))
             lower = low - (
                 u * (abs(lo[row, j] - top) + shift_gap)
                 + common
@@ -275,7 +279,9 @@ def log_softmax_bounds(
     pass per row: with e = exp(x - top) at both ends (top the row's largest upper end, each
     exponential widened by its evaluation error), S_hi and S_lo their sums (widened by the
     sums' float64 error), the exact range
-    [(lo - top) - log(e_lo + S_hi - e_hi), (hi - top) - log(e_hi + S_lo - e_lo)], each end
+    [(lo - top) - log(E_lo + S_hi - e_hi), (hi - top) - log(E_hi + S_lo - e_lo)] (E_lo the
+    exponential at lo widened upward, E_hi the one at hi widened downward: x - log(exp(x) + r)
+    increases in x, so its own exponential is taken against the side of each end), each end
     moved out by the kernel's rounding, ``u`` (|x - top| + the row's shift gap, top minus its
     largest lower end) + ``log_f`` + ``per_log_s`` log_s + ``tiny`` + ``u`` |end| (log_s the
     larger |log| of the two sums), and by 2**-48 (|end| + log_s) for this evaluation, stepped
