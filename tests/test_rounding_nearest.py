@@ -225,16 +225,23 @@ def test_nearest_twin_gives_the_kernels_bits(name: str) -> None:
         assert (got.view(np.int64) == expected.view(np.int64)).all()
 
 
-def test_float32_pass_gives_each_pair_the_bits_it_gets_alone() -> None:
-    """The float32 pass rounds the usual pairs in a branch-free loop and the others element by
-    element after it: a pair's ends are the same in any company (alone, among usual pairs only,
-    among special ones) and the twin's."""
-    fmt = F.FORMATS["float32"]
+def _bits(x: float) -> int:
+    return int(np.float64(x).view(np.int64))
+
+
+@pytest.mark.parametrize("name", NEAREST_FORMATS)
+def test_the_pass_gives_each_pair_the_bits_it_gets_alone(name: str) -> None:
+    """The pass rounds the usual pairs in a branch-free loop and the others element by element
+    after it: a pair's ends are the same in any company (alone, among usual pairs only, among
+    special ones) and the twin's."""
+    fmt = F.FORMATS[name]
     lo, hi = intervals(fmt, seed=8)
     threshold = fmt.max_finite + math.ldexp(1.0, fmt.emax - fmt.precision)
     # one end special, the other usual: each end's test must hold on its own
+    normal, big = fmt.smallest_normal, fmt.max_finite
     special = [0.0, -0.0, 5e-324, 1e-40, 2.0**-126, 2.0**-127, 2.0**127, 1e39, threshold]
-    special += [np.nan, np.inf, fmt.max_finite, np.nextafter(2.0**-126, 0.0)]
+    special += [np.nan, np.inf, big, np.nextafter(2.0**-126, 0.0), normal, 2 * normal, big / 2]
+    special += [np.nextafter(2 * normal, 0.0), np.nextafter(big / 2, np.inf), normal / 3]
     special_lo = np.array([-x for x in special] + [np.nan, -np.inf] + special[:7])
     usual_hi = np.full(special_lo.size, 1.5)
     special_hi = np.array(special + [-x for x in special[:7]])
@@ -242,16 +249,22 @@ def test_float32_pass_gives_each_pair_the_bits_it_gets_alone() -> None:
     lo = np.concatenate([lo, special_lo, usual_lo])
     hi = np.concatenate([hi, usual_hi, special_hi])
     arguments = (fmt.precision, fmt.emin, fmt.max_finite, fmt.has_inf)
-    constants = (threshold, 0.0, 0.0)
+    constants = (threshold, *rounding._DRIFT[name])
 
     def compiled(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = np.empty(a.size), np.empty(a.size)
         rounding._nearest_all.dispatcher(a, b, *arguments, constants, *out)
         return out
 
-    usual = np.array(
-        [bool(rounding._nearest32_usual.dispatcher(a, b)[2]) for a, b in zip(lo, hi, strict=True)]
-    )
+    if name == "float32":
+        pairs = [rounding._nearest32_usual.dispatcher(a, b) for a, b in zip(lo, hi, strict=True)]
+    else:
+        bounds = (np.int64(_bits(2 * normal)), np.int64(_bits(big / 2)))
+        pairs = [
+            rounding._nearest_usual.dispatcher(a, b, fmt.precision, *bounds, constants)
+            for a, b in zip(lo, hi, strict=True)
+        ]
+    usual = np.array([bool(pair[2]) for pair in pairs])
     assert 0 < usual.sum() < usual.size  # both kinds present
     together = compiled(lo, hi)
     apart = compiled(lo[usual], hi[usual]), compiled(lo[~usual], hi[~usual])

@@ -470,6 +470,43 @@ def _nearest32_usual(lo: float, hi: float) -> tuple[float, float, bool]:  # prag
     return _select(near_x < grid_x, near_x, grid_x), _select(near_y > grid_y, near_y, grid_y), usual
 
 
+@jit(cache=True, inline="always")
+def _nearest_usual(
+    lo: float,
+    hi: float,
+    precision: int,
+    lowest: np.int64,
+    highest: np.int64,
+    c: tuple[float, float, float],
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """:func:`nearest_pair` onto a format other than float32 (bfloat16, float16) for the usual
+    pair, without a branch (so that a loop of it vectorises), and whether the pair is usual:
+    both ends of magnitude between ``lowest`` (the pattern of twice the smallest normal number)
+    and ``highest`` (of half the largest finite one). There the general path takes these steps
+    and no other: the end moved out by its drift is nonzero and finite (the drift is below
+    2**-23 of it plus 2**-149), so one float64 step out is one unit of its pattern; that value
+    lies in the format's normal range, where :func:`_nearest_normal` rounds it (ties as the
+    direction says) without overflow; and the end rounded outward onto the 26-bit grid
+    (:func:`round_to` in its normal range) stays finite."""
+    _, relative, absolute = c
+    b, t = _bits(lo), _bits(hi)
+    xb = _bits(lo - (abs(lo) * relative + absolute))
+    yb = _bits(hi + (abs(hi) * relative + absolute))
+    near_x = _nearest_normal(xb - (np.int64(1) | (xb >> 63)), precision, False)
+    near_y = _nearest_normal(yb + (np.int64(1) | (yb >> 63)), precision, True)
+    grid_x = _from_bits(
+        (b & ~_BELOW_GRID)
+        + ((np.int64((b & _BELOW_GRID) != 0) & -(b >> 63)) << (53 - NEAREST_BITS))
+    )
+    grid_y = _from_bits(
+        (t & ~_BELOW_GRID)
+        + ((np.int64((t & _BELOW_GRID) != 0) & (np.int64(1) + (t >> 63))) << (53 - NEAREST_BITS))
+    )
+    m, n = b & _MAGNITUDE, t & _MAGNITUDE
+    usual = bool((m >= lowest) & (m <= highest) & (n >= lowest) & (n <= highest))
+    return _select(near_x < grid_x, near_x, grid_x), _select(near_y > grid_y, near_y, grid_y), usual
+
+
 @jit(cache=True, fallback=fallbacks.nearest_all)
 def _nearest_all(
     lo: np.ndarray,
@@ -497,10 +534,18 @@ def _nearest_all(
                         lo[i], hi[i], precision, smallest_normal, emin, big, has_inf, c, True
                     )
     else:
+        lowest, highest = _bits(2.0 * smallest_normal), _bits(0.5 * big)
+        missed = 0
         for i in range(lo.size):
-            out_lo[i], out_hi[i] = nearest_pair(
-                lo[i], hi[i], precision, smallest_normal, emin, big, has_inf, c, False
-            )
+            lower, upper, usual = _nearest_usual(lo[i], hi[i], precision, lowest, highest, c)
+            out_lo[i], out_hi[i] = lower, upper
+            missed += not usual
+        if missed:
+            for i in range(lo.size):
+                if not _nearest_usual(lo[i], hi[i], precision, lowest, highest, c)[2]:
+                    out_lo[i], out_hi[i] = nearest_pair(
+                        lo[i], hi[i], precision, smallest_normal, emin, big, has_inf, c, False
+                    )
 
 
 @jit(cache=True, fallback=fallbacks.step_all)
