@@ -433,6 +433,16 @@ _BELOW_GRID = np.int64((1 << (53 - NEAREST_BITS)) - 1)
 
 
 @jit(cache=True, inline="always")
+def _grid26(b: np.int64, up: bool) -> float:  # pragma: no cover - compiled
+    """:func:`round_to` onto the :data:`NEAREST_BITS` grid of the float64 of pattern ``b`` in its
+    normal range, toward +inf when ``up``, without a branch: truncation rounds a magnitude
+    down, one unit of the kept part more rounds it up (away from zero: a negative number
+    downward, a positive one upward)."""
+    away = np.int64((b & _BELOW_GRID) != 0) & np.int64((b >= 0) == up)
+    return _from_bits((b & ~_BELOW_GRID) + (away << (53 - NEAREST_BITS)))
+
+
+@jit(cache=True, inline="always")
 def _nearest32_usual(lo: float, hi: float) -> tuple[float, float, bool]:  # pragma: no cover
     """:func:`nearest_pair` onto float32 for the usual pair, without a branch (so that a loop of
     it vectorises), and whether the pair is usual: both ends of magnitude in [2**-126, 2**127)
@@ -447,15 +457,7 @@ def _nearest32_usual(lo: float, hi: float) -> tuple[float, float, bool]:  # prag
     x = _from_bits(b - (np.int64(1) | (b >> 63)))
     y = _from_bits(t + (np.int64(1) | (t >> 63)))
     near_x, near_y = float(np.float32(x)), float(np.float32(y))
-    # the 26-bit grid: truncation rounds a magnitude down, one unit of the kept part up
-    grid_x = _from_bits(
-        (b & ~_BELOW_GRID)
-        + ((np.int64((b & _BELOW_GRID) != 0) & -(b >> 63)) << (53 - NEAREST_BITS))
-    )
-    grid_y = _from_bits(
-        (t & ~_BELOW_GRID)
-        + ((np.int64((t & _BELOW_GRID) != 0) & (np.int64(1) + (t >> 63))) << (53 - NEAREST_BITS))
-    )
+    grid_x, grid_y = _grid26(b, False), _grid26(t, True)
     tie_x = ((_bits(x) & _BELOW_TIE) == 0) & (near_x != x)
     tie_y = ((_bits(y) & _BELOW_TIE) == 0) & (near_y != y)
     m, n = b & _MAGNITUDE, t & _MAGNITUDE
@@ -494,14 +496,7 @@ def _nearest_usual(
     yb = _bits(hi + (abs(hi) * relative + absolute))
     near_x = _nearest_normal(xb - (np.int64(1) | (xb >> 63)), precision, False)
     near_y = _nearest_normal(yb + (np.int64(1) | (yb >> 63)), precision, True)
-    grid_x = _from_bits(
-        (b & ~_BELOW_GRID)
-        + ((np.int64((b & _BELOW_GRID) != 0) & -(b >> 63)) << (53 - NEAREST_BITS))
-    )
-    grid_y = _from_bits(
-        (t & ~_BELOW_GRID)
-        + ((np.int64((t & _BELOW_GRID) != 0) & (np.int64(1) + (t >> 63))) << (53 - NEAREST_BITS))
-    )
+    grid_x, grid_y = _grid26(b, False), _grid26(t, True)
     m, n = b & _MAGNITUDE, t & _MAGNITUDE
     usual = bool((m >= lowest) & (m <= highest) & (n >= lowest) & (n <= highest))
     return _select(near_x < grid_x, near_x, grid_x), _select(near_y > grid_y, near_y, grid_y), usual

@@ -43,6 +43,30 @@ def _shifted_exp(d: float, upward: bool) -> float:  # pragma: no cover - compile
 
 
 @jit(cache=True, inline="always")
+def _exponentials(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    row: int,
+    top: float,
+    e_lo: np.ndarray,
+    e_hi: np.ndarray,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """Fill ``e_lo`` and ``e_hi`` with the row's exponentials exp(x - top) at the lower ends
+    widened down and at the upper ends widened up (:func:`_shifted_exp`), and return their sums
+    (S_hi, S_lo), widened by the sums' float64 error: at most (n - 1) 2**-53 relatively."""
+    n = e_lo.size
+    margin = 2.0**-40 + (n + 2) * 2.0**-52
+    total_hi = 0.0
+    total_lo = 0.0
+    for j in range(n):
+        e_lo[j] = _shifted_exp(lo[row, j] - top, False)
+        e_hi[j] = _shifted_exp(hi[row, j] - top, True)
+        total_hi += e_hi[j]
+        total_lo += e_lo[j]
+    return total_hi * (1.0 + margin), max(total_lo * (1.0 - margin), 0.0)
+
+
+@jit(cache=True, inline="always")
 def _softmax_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -57,8 +81,6 @@ def _softmax_rows_loop(
     rows, n = lo.shape
     e_lo = np.empty(n)
     e_hi = np.empty(n)
-    # the float64 sums below err by at most (n - 1) 2**-53 relatively
-    margin = 2.0**-40 + (n + 2) * 2.0**-52
     for row in range(rows):
         top = -math.inf
         undefined = False  # some upper end is NaN
@@ -80,15 +102,7 @@ def _softmax_rows_loop(
         if undefined or not math.isfinite(top):
             top = 0.0
         may_be_nan = may_be_nan or every_lower_neginf
-        total_hi = 0.0
-        total_lo = 0.0
-        for j in range(n):
-            e_lo[j] = _shifted_exp(lo[row, j] - top, False)
-            e_hi[j] = _shifted_exp(hi[row, j] - top, True)
-            total_hi += e_hi[j]
-            total_lo += e_lo[j]
-        total_hi = total_hi * (1.0 + margin)
-        total_lo = max(total_lo * (1.0 - margin), 0.0)
+        total_hi, total_lo = _exponentials(lo, hi, row, top, e_lo, e_hi)
         for j in range(n):
             if safe and every_upper_neginf:
                 out_lo[row, j], out_hi[row, j] = 0.0, 0.0
@@ -152,24 +166,14 @@ def softmax_bounds(
     |x - m| <= top - lo, and exp(d (1 + delta)) = exp(d) exp(d delta)), stepped outward, clipped
     below at 0 and rounded onto ``fmt``; the whole line in rows that may be NaN (an upper end
     +inf, or every lower end -inf), and 0 in rows of -inf when ``safe``."""
-    moved_lo, moved_hi = np.moveaxis(lo, axis, -1), np.moveaxis(hi, axis, -1)
-    shape = moved_lo.shape
-    n = shape[-1] if shape else 1
-    rows_lo = np.ascontiguousarray(moved_lo, dtype=np.float64).reshape(-1, n)
-    rows_hi = rows_lo if hi is lo else np.ascontiguousarray(moved_hi, dtype=np.float64)
-    out_lo, out_hi = np.empty(shape), np.empty(shape)
-    if out_lo.size:
-        _softmax_rows(safe, fmt.name == "float32")(
-            rows_lo,
-            rows_hi.reshape(-1, n),
-            (kappa, absolute, factor, shift_roundoff, tiny),
-            format_args(fmt),
-            out_lo.reshape(-1, n),
-            out_hi.reshape(-1, n),
-        )
-    if axis % max(lo.ndim, 1) == lo.ndim - 1 or lo.ndim == 0:
-        return out_lo, out_hi
-    return np.moveaxis(out_lo, -1, axis), np.moveaxis(out_hi, -1, axis)
+    return _by_rows(
+        _softmax_rows(safe, fmt.name == "float32"),
+        lo,
+        hi,
+        axis,
+        (kappa, absolute, factor, shift_roundoff, tiny),
+        fmt,
+    )
 
 
 @jit(cache=True, inline="always")
@@ -186,8 +190,6 @@ def _log_softmax_rows_loop(
     rows, n = lo.shape
     e_lo = np.empty(n)
     e_hi = np.empty(n)
-    # the float64 sums below err by at most (n - 1) 2**-53 relatively
-    margin = 2.0**-40 + (n + 2) * 2.0**-52
     for row in range(rows):
         top = -math.inf
         lowest_max = -math.inf
@@ -211,15 +213,7 @@ def _log_softmax_rows_loop(
         # the row's maximum m lies between its largest lower end and top
         shift_gap = top - lowest_max if math.isfinite(lowest_max) and not undefined else 0.0
         may_be_nan = may_be_nan or every_lower_neginf
-        total_hi = 0.0
-        total_lo = 0.0
-        for j in range(n):
-            e_lo[j] = _shifted_exp(lo[row, j] - top, False)
-            e_hi[j] = _shifted_exp(hi[row, j] - top, True)
-            total_hi += e_hi[j]
-            total_lo += e_lo[j]
-        total_hi = total_hi * (1.0 + margin)
-        total_lo = max(total_lo * (1.0 - margin), 0.0)
+        total_hi, total_lo = _exponentials(lo, hi, row, top, e_lo, e_hi)
         log_s = max(abs(math.log(total_hi)), abs(math.log(max(total_lo, 1e-300))))
         common = log_f + per_log_s * log_s + tiny
         for j in range(n):
@@ -287,6 +281,16 @@ def log_softmax_bounds(
     larger |log| of the two sums), and by 2**-48 (|end| + log_s) for this evaluation, stepped
     outward and rounded onto ``fmt``; the whole line in rows that may be NaN (an end NaN or +inf,
     or every lower end -inf) and where an end came out NaN."""
+    return _by_rows(
+        _log_softmax_rows(fmt.name == "float32"), lo, hi, axis, (u, log_f, per_log_s, tiny), fmt
+    )
+
+
+def _by_rows(
+    kernel: Callable[..., None], lo: Array, hi: Array, axis: int, c: tuple[float, ...], fmt: Format
+) -> tuple[Array, Array]:
+    """Run a row kernel over ``axis``: the ends moved to rows (contiguous float64, one array
+    for a point), the kernel's output moved back."""
     moved_lo, moved_hi = np.moveaxis(lo, axis, -1), np.moveaxis(hi, axis, -1)
     shape = moved_lo.shape
     n = shape[-1] if shape else 1
@@ -294,10 +298,10 @@ def log_softmax_bounds(
     rows_hi = rows_lo if hi is lo else np.ascontiguousarray(moved_hi, dtype=np.float64)
     out_lo, out_hi = np.empty(shape), np.empty(shape)
     if out_lo.size:
-        _log_softmax_rows(fmt.name == "float32")(
+        kernel(
             rows_lo,
             rows_hi.reshape(-1, n),
-            (u, log_f, per_log_s, tiny),
+            c,
             format_args(fmt),
             out_lo.reshape(-1, n),
             out_hi.reshape(-1, n),
