@@ -172,7 +172,7 @@ def test_add_and_mul_bounds(name, switch, shapes):
             assert same_bits(out[1], out[3])
 
 
-@pytest.mark.parametrize(("name", "n"), list(itertools.product(FORMATS, [1, 2, 3, 5])))
+@pytest.mark.parametrize(("name", "n"), list(itertools.product(FORMATS, [2, 3])))
 def test_power_bounds(name, n):
     from pytest_fpcheck.interval.kernels import elementwise
 
