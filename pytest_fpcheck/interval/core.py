@@ -20,6 +20,7 @@ Every constant is computed in float64 and rounded up.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,19 +44,22 @@ _WHOLE_LINE: dict[int, tuple[Array, Array]] = {}
 #: how many lengths keep their ends (an evicted pair stays valid where it is held; only
 #: :func:`is_whole_line` no longer recognises it, which costs a pass, never a wrong answer)
 _WHOLE_LINE_LENGTHS = 8
+#: tracking is per thread; the shared ends are not
+_WHOLE_LINE_LOCK = threading.Lock()
 
 
 def _whole_line_ends(length: int) -> tuple[Array, Array]:
     """Read-only flat arrays of ``length`` minus and plus infinities, made once per length."""
-    ends = _WHOLE_LINE.pop(length, None)
-    if ends is None:
-        ends = (np.full(length, -np.inf), np.full(length, np.inf))
-        for end in ends:
-            end.flags.writeable = False
-    _WHOLE_LINE[length] = ends
-    while len(_WHOLE_LINE) > _WHOLE_LINE_LENGTHS:
-        del _WHOLE_LINE[next(iter(_WHOLE_LINE))]
-    return ends
+    with _WHOLE_LINE_LOCK:
+        ends = _WHOLE_LINE.pop(length, None)
+        if ends is None:
+            ends = (np.full(length, -np.inf), np.full(length, np.inf))
+            for end in ends:
+                end.flags.writeable = False
+        _WHOLE_LINE[length] = ends
+        while len(_WHOLE_LINE) > _WHOLE_LINE_LENGTHS:
+            del _WHOLE_LINE[next(iter(_WHOLE_LINE))]
+        return ends
 
 
 def is_whole_line(lo: Array, hi: Array) -> bool:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import pytest_fpcheck as fp
+from pytest_fpcheck.interval.bounds import Provenance
 from pytest_fpcheck.interval.core import Interval, is_whole_line
 
 torch = pytest.importorskip("torch")
@@ -63,3 +64,24 @@ def test_the_store_keeps_the_shared_ends_and_copies_them_before_a_partial_write(
     # the shared ends are untouched: every whole-line enclosure is still the whole line
     assert np.all(np.isneginf(fresh.lo))
     assert np.all(np.isposinf(fresh.hi))
+
+
+def test_a_whole_line_of_another_shape_is_broadcast_not_kept() -> None:
+    """Only ends of the tensor's own shape become the record's buffers: a broadcast whole line
+    (a rule's result of shape (4,) for a (3, 4) tensor) is laid out as the tensor's storage,
+    like any enclosure; a part of longer shared ends, of the tensor's shape, is the whole line
+    too."""
+    t = torch.zeros(3, 4)
+    longer = Interval.whole((13,))
+    for interval in (
+        Interval.whole((4,)),
+        Interval(longer.lo[1:].reshape(3, 4), longer.hi[1:].reshape(3, 4)),
+    ):
+        record = STORE.write(t, interval, provenance=Provenance(), mode="rigorous")
+        assert record.lo.size == t.numel()
+        assert record.hi.size == t.numel()
+        bounds = fp.bounds_of(t)
+        assert bounds is not None
+        assert np.all(np.isneginf(bounds.lo))
+        assert np.all(np.isposinf(bounds.hi))
+        STORE.forget(t)

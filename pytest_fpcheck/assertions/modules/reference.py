@@ -8,9 +8,10 @@ it returns (so that in-place changes made later, a residual ``x += ...`` or a ca
 not reach the record). A tensor handed on unchanged (the same object, not written since: its
 version counter) is copied once: calls that shared a tensor in the run share one copy in the
 record (the query, key and value projections of one hidden state; a layer's output and the
-next layer's input), as they shared it in the run, and their replays can share its cast. The run bypasses every tracking mode: the reference is not tracked.
-With ``inner=False`` (a comparison of leaf modules only) the calls that have children are
-recorded without their inputs and outputs, which nothing replays.
+next layer's input), as they shared it in the run, and their replays can share its cast. The
+run bypasses every tracking mode: the reference is not tracked. With ``inner=False`` (a
+comparison of leaf modules only) the calls that have children are recorded without their
+inputs and outputs, which nothing replays.
 """
 
 from __future__ import annotations

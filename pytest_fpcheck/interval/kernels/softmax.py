@@ -177,6 +177,15 @@ def softmax_bounds(
 
 
 @jit(cache=True, inline="always")
+def _evaluation(end: float, d: float, log_s: float) -> float:  # pragma: no cover - compiled
+    """What this float64 evaluation of an end ``d - log(own + rest)`` may err by: the sum's
+    rounding moves the logarithm by at most 2**-53 (its argument's relative error), libm's log
+    errs by an ULP of |log(...)| <= |d| + |end|, the subtraction by half an ULP of |end|, the
+    sums' logarithm (``log_s``) likewise; 2**-48 of their total and 2**-50 cover them."""
+    return 2.0**-48 * (abs(end) + abs(d) + log_s) + 2.0**-50
+
+
+@jit(cache=True, inline="always")
 def _log_softmax_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -227,13 +236,13 @@ def _log_softmax_rows_loop(
                 u * (abs(lo[row, j] - top) + shift_gap)
                 + common
                 + u * abs(low)
-                + 2.0**-48 * (abs(low) + log_s)
+                + _evaluation(low, d_lo, log_s)
             )
             upper = high + (
                 u * (abs(hi[row, j] - top) + shift_gap)
                 + common
                 + u * abs(high)
-                + 2.0**-48 * (abs(high) + log_s)
+                + _evaluation(high, d_hi, log_s)
             )
             if may_be_nan or undefined or lower != lower or upper != upper:
                 out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
@@ -278,8 +287,8 @@ def log_softmax_bounds(
     increases in x, so its own exponential is taken against the side of each end), each end
     moved out by the kernel's rounding, ``u`` (|x - top| + the row's shift gap, top minus its
     largest lower end) + ``log_f`` + ``per_log_s`` log_s + ``tiny`` + ``u`` |end| (log_s the
-    larger |log| of the two sums), and by 2**-48 (|end| + log_s) for this evaluation, stepped
-    outward and rounded onto ``fmt``; the whole line in rows that may be NaN (an end NaN or +inf,
+    larger |log| of the two sums), and by this evaluation's own error (:func:`_evaluation`),
+    stepped outward and rounded onto ``fmt``; the whole line in rows that may be NaN (an end NaN or +inf,
     or every lower end -inf) and where an end came out NaN."""
     return _by_rows(
         _log_softmax_rows(fmt.name == "float32"), lo, hi, axis, (u, log_f, per_log_s, tiny), fmt

@@ -249,7 +249,12 @@ class BoundsStore:
         fmt = dtype_format(t.dtype)
         with self._lock:
             record = self._records.get(key)
-        whole_line = whole and is_whole_line(interval.lo, interval.hi)
+        whole_line = (
+            whole
+            and interval.lo.shape == shape
+            and interval.hi.shape == shape
+            and is_whole_line(interval.lo, interval.hi)
+        )
         if whole_line:  # the shared read-only ends (Interval.whole): no copy, no summary pass
             flat_lo, flat_hi = interval.lo.reshape(-1), interval.hi.reshape(-1)
             record = Record(flat_lo, flat_hi, t._version, fmt, provenance, mode, notes)

@@ -475,18 +475,11 @@ def record_conversion(exact: torch.Tensor, converted: torch.Tensor) -> None:
     ``aten._to_copy`` gives (the module docstring's rule: the exact value joined to the
     computed one), with the same site, without the dispatch (module checks cast every
     replayed input). Nothing is recorded where the conversion is exact."""
-    point, value = float64_values(exact), float64_values(converted)
-    if (point == value).all() or (
-        np.isnan(value).any() and np.array_equal(point, value, equal_nan=True)
-    ):
-        return  # an exact conversion: still a point
-    # _joined's rule for a point enclosure; minimum and maximum keep a NaN of either side
-    lo, hi = np.minimum(point, value), np.maximum(point, value)
-    undefined = np.isnan(lo)
-    if undefined.any():
-        lo[undefined], hi[undefined] = -np.inf, np.inf
+    joined = _joined([converted], Interval.point(float64_values(exact)))
+    if joined.is_point:
+        return
     record = STORE.write(
-        converted, Interval(lo, hi), provenance=Provenance(), mode="a_posteriori", owned=True
+        converted, joined, provenance=Provenance(), mode="a_posteriori", owned=True
     )
     if record.max_radius > 0:
         site = OpCall(torch.ops.aten._to_copy.default, (), {}).site  # this caller's
@@ -505,7 +498,7 @@ def _joined(outputs: list[torch.Tensor], result: Any) -> Any:
         value = float64_values(tensor)
         lo = np.broadcast_to(interval.lo, value.shape)
         hi = np.broadcast_to(interval.hi, value.shape)
-        if interval.is_point and np.array_equal(lo, value, equal_nan=True):
+        if interval.is_point and _same(lo, value):
             continue  # computed exactly: still a point
         lo, hi = np.minimum(lo, value), np.maximum(hi, value)
         undefined = np.isnan(lo) | np.isnan(hi)
@@ -513,6 +506,14 @@ def _joined(outputs: list[torch.Tensor], result: Any) -> Any:
             lo[undefined], hi[undefined] = -np.inf, np.inf
         intervals[position] = Interval(lo, hi)
     return intervals[0] if single else intervals
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.array_equal(a, b, equal_nan=True)`` with one comparison where neither holds NaN
+    (the NaN-aware test takes several passes; a posteriori tracking asks it of every result)."""
+    return bool((a == b).all()) or (
+        bool(np.isnan(b).any()) and np.array_equal(a, b, equal_nan=True)
+    )
 
 
 def _decomposable(func: torch._ops.OpOverload) -> bool:
