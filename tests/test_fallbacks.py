@@ -81,6 +81,20 @@ def test_summary():
         assert compiled[1] == twin[1]
 
 
+def test_join_computed():
+    lo, hi = ends(3)
+    value = adversarial(4)[np.random.default_rng(5).permutation(lo.size)]
+    for low, high in [(lo, hi), (lo, lo), (value, value)]:  # an enclosure, points, the value
+        outputs = [np.empty(lo.size) for _ in range(4)]
+        compiled = base._join_computed.dispatcher(low, high, value, *outputs[:2])
+        twin = base._join_computed.fallback(low, high, value, *outputs[2:])
+        assert compiled[0] == twin[0]
+        assert compiled[2] == twin[2]
+        assert same_bits(compiled[1], twin[1])
+        assert same_bits(outputs[0], outputs[2])
+        assert same_bits(outputs[1], outputs[3])
+
+
 def ends(seed: int) -> tuple[np.ndarray, np.ndarray]:
     x = adversarial(seed)
     y = x[np.random.default_rng(seed + 7).permutation(x.size)]

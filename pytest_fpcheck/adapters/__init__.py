@@ -35,8 +35,10 @@ def storage_format(x: Any, *, argument: str) -> Format:
     return FORMATS["float64"]
 
 
-def as_float64(x: Any, *, argument: str) -> NDArray[np.float64]:
+def as_float64(x: Any, *, argument: str, copy: bool = True) -> NDArray[np.float64]:
     """``x`` as a float64 NumPy array (a copy), exactly; CUDA tensors are copied to the host.
+    ``copy=False`` is for a caller that only reads the array: a float64 tensor on the host is
+    then read in place.
 
     Integer, boolean and complex inputs are refused: comparing them with round-off bounds is
     meaningless, and a silent coercion would hide the mistake.
@@ -44,7 +46,7 @@ def as_float64(x: Any, *, argument: str) -> NDArray[np.float64]:
     if is_torch_tensor(x):
         from .torch import tensor_to_float64
 
-        return tensor_to_float64(x, argument=argument)
+        return tensor_to_float64(x, argument=argument, copy=copy)
     if isinstance(x, (bool, np.bool_)):
         raise InvalidArgument(
             argument, x, "a floating array, tensor, float or nested list of floats"

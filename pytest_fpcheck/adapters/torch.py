@@ -51,8 +51,9 @@ def float64_values(t: torch.Tensor, *, copy: bool = False) -> NDArray[np.float64
     return values.copy() if copy and converted is detached else values
 
 
-def tensor_to_float64(t: torch.Tensor, *, argument: str) -> NDArray[np.float64]:
-    """A float64 NumPy copy of ``t`` (detached, on the host), exactly."""
+def tensor_to_float64(t: torch.Tensor, *, argument: str, copy: bool = True) -> NDArray[np.float64]:
+    """A float64 NumPy copy of ``t`` (detached, on the host), exactly (``copy=False``: a
+    float64 host tensor's own memory, for a caller that only reads it)."""
     if t.is_complex():
         raise InvalidArgument(
             argument, t, "a real floating tensor", hint="Complex tensors are not supported."
@@ -64,4 +65,4 @@ def tensor_to_float64(t: torch.Tensor, *, argument: str) -> NDArray[np.float64]:
             "a floating tensor",
             hint=f"Its dtype is {t.dtype}; compare floating results only.",
         )
-    return float64_values(t, copy=True)
+    return float64_values(t, copy=copy)

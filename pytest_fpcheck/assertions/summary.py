@@ -127,13 +127,13 @@ def summarise(
     other_lo, other_hi = (
         (expected_bounds.lo, expected_bounds.hi) if expected_bounds is not None else (lo, hi)
     )
-    a_, e_, lo_, hi_, judge_lo, judge_hi, other_lo, other_hi = (
-        np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
-        for x in (a, e, lo, hi, judge_lo, judge_hi, other_lo, other_hi)
+    a_, e_, lo_, hi_, judge_lo, judge_hi, other_lo, other_hi = map(
+        _flat, (a, e, lo, hi, judge_lo, judge_hi, other_lo, other_hi)
     )
     relative = np.empty(n)
     ratio = np.empty(n)
-    offenders = np.full(OFFENDERS, -1, dtype=np.int64)
+    offenders = np.empty(OFFENDERS, dtype=np.int64)
+    offenders.fill(-1)
     counts = np.zeros(_COUNTS, dtype=np.int64)
     values = np.zeros(_VALUES)
     _pass(
@@ -158,30 +158,37 @@ def summarise(
         counts,
         values,
     )
-    c = counts
+    c, v = counts.tolist(), values.tolist()  # Python numbers, read field by field
     return Summary(
-        self_outside=int(c[_SELF_OUTSIDE]),
-        first_self_outside=int(c[_FIRST_SELF_OUTSIDE]),
-        expected_self_outside=int(c[_EXPECTED_SELF_OUTSIDE]),
-        first_expected_self_outside=int(c[_FIRST_EXPECTED_SELF_OUTSIDE]),
+        self_outside=c[_SELF_OUTSIDE],
+        first_self_outside=c[_FIRST_SELF_OUTSIDE],
+        expected_self_outside=c[_EXPECTED_SELF_OUTSIDE],
+        first_expected_self_outside=c[_FIRST_EXPECTED_SELF_OUTSIDE],
         all_equal=c[_UNEQUAL] == 0,
-        outside=int(c[_OUTSIDE]),
-        raw_outside=int(c[_RAW_OUTSIDE]),
-        nonfinite=int(c[_NONFINITE]),
-        offenders=tuple(int(i) for i in offenders if i >= 0),
-        worst=int(c[_WORST]),
-        gap=float(values[_GAP]),
-        radius=float(values[_RADIUS]),
+        outside=c[_OUTSIDE],
+        raw_outside=c[_RAW_OUTSIDE],
+        nonfinite=c[_NONFINITE],
+        offenders=tuple(i for i in offenders.tolist() if i >= 0),
+        worst=c[_WORST],
+        gap=v[_GAP],
+        radius=v[_RADIUS],
         relative=relative[: c[_JUDGED]],
-        factor2=int(c[_FACTOR2]),
-        unbounded=int(c[_UNBOUNDED]),
+        factor2=c[_FACTOR2],
+        unbounded=c[_UNBOUNDED],
         ratio=ratio[: c[_TIGHT]],
-        mismatched=int(c[_MISMATCHED]),
-        greatest_absolute=float(values[_GREATEST_ABSOLUTE]),
-        greatest_absolute_index=int(c[_WORST_ABSOLUTE]),
-        greatest_relative=float(values[_GREATEST_RELATIVE]),
-        greatest_relative_index=int(c[_WORST_RELATIVE]),
+        mismatched=c[_MISMATCHED],
+        greatest_absolute=v[_GREATEST_ABSOLUTE],
+        greatest_absolute_index=c[_WORST_ABSOLUTE],
+        greatest_relative=v[_GREATEST_RELATIVE],
+        greatest_relative_index=c[_WORST_RELATIVE],
     )
+
+
+def _flat(x: Array) -> Array:
+    """``x`` as a flat, contiguous float64 array (a view where its memory already is one)."""
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous:
+        return x.reshape(-1)
+    return np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
 
 
 def _twin(

@@ -286,7 +286,12 @@ def _resolution_line(resolved: Resolution) -> str:
 
 
 def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
+    """The index of flat (C-order) position ``flat`` in an array of ``shape``."""
+    index = []
+    for size in reversed(shape):
+        flat, position = divmod(flat, size)
+        index.append(position)
+    return tuple(reversed(index))
 
 
 def _allclose(found: Summary, rtol: float, atol: float, shape: tuple[int, ...]) -> Allclose:
@@ -361,8 +366,8 @@ def classify(
             f"a tensor on {actual.device}, the device of actual",
             hint="Move one of them (e.g. expected.to(actual.device)).",
         )
-    a = as_float64(actual, argument="actual")
-    e = as_float64(expected, argument="expected")
+    a = as_float64(actual, argument="actual", copy=False)  # only read: a verdict keeps none
+    e = as_float64(expected, argument="expected", copy=False)
     if a.shape != e.shape:
         raise InvalidArgument(
             "expected",

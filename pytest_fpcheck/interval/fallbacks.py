@@ -30,6 +30,7 @@ __all__ = [
     "add",
     "epilogue",
     "gelu_erf",
+    "join_computed",
     "mul",
     "nearest_all",
     "outward",
@@ -287,6 +288,19 @@ def summary(lo: Array, hi: Array) -> tuple[float, bool]:
     widest = max(int(np.max(_bits(width), initial=0)), 0)
     unbounded = bool(np.any((lo == -math.inf) & (hi == math.inf)))
     return float(np.int64(widest).view(np.float64)), unbounded
+
+
+def join_computed(
+    lo: Array, hi: Array, value: Array, out_lo: Array, out_hi: Array
+) -> tuple[bool, float, bool]:
+    """``kernels.base._join_computed``: the hull with the computed values, written, and
+    (some value is not ``lo``'s, largest width, some element is the whole line)."""
+    differs = bool(np.any((lo != value) & ((lo == lo) | (value == value))))
+    undefined = np.isnan(lo) | np.isnan(hi) | np.isnan(value)
+    out_lo[...] = np.where(undefined, -math.inf, np.where(value < lo, value, lo))
+    out_hi[...] = np.where(undefined, math.inf, np.where(value > hi, value, hi))
+    widest, unbounded = summary(out_lo, out_hi)
+    return differs, widest, unbounded
 
 
 def epilogue(

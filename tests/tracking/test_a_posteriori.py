@@ -157,6 +157,43 @@ def test_a_nan_end_is_the_whole_line_not_dropped() -> None:
 
     computed = torch.tensor([1.0, 2.0, float("nan")])
     rule = Interval(np.array([np.nan, 1.5, 0.0]), np.array([1.5, np.nan, 1.0]))
-    joined = _joined([computed], rule)
+    joined, summaries = _joined([computed], rule)
     assert (joined.lo == -np.inf).all()
     assert (joined.hi == np.inf).all()
+    assert summaries == [(np.inf, True)]  # the store's summary of the joined enclosure
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "broadcast"])
+def test_the_join_is_the_hull_with_the_computed_values_in_any_layout(layout: str) -> None:
+    """The compiled join gives, element for element, the hull of the rule's enclosure and the
+    computed value (the whole line where either is NaN), whatever the layouts of the enclosure
+    and of the computed tensor, and the summary the store would compute of it; a point
+    enclosure equal to the computed values (NaN matching NaN) stays as it is."""
+    from pytest_fpcheck.interval.core import Interval
+    from pytest_fpcheck.interval.kernels import summary
+    from pytest_fpcheck.tracking.torch.mode import _joined
+
+    rng = np.random.default_rng(0)
+    computed = torch.tensor(rng.standard_normal((6, 5)), dtype=torch.float32)
+    computed[1, 2] = float("nan")
+    lo = computed.double().numpy() - rng.random((6, 5)) * 1e-6
+    hi = computed.double().numpy() + rng.random((6, 5)) * 1e-6
+    lo[0, :] += 1e-3  # the computed value below the rule's enclosure: the hull reaches it
+    hi[3, 1] = np.nan
+    if layout == "transposed":
+        computed = computed.t().contiguous().t()
+    if layout == "broadcast":
+        lo, hi = lo[:1].copy(), hi[:1].copy()
+    joined, summaries = _joined([computed], Interval(lo, hi))
+    value = computed.double().numpy()
+    with np.errstate(invalid="ignore"):
+        low, high = np.minimum(np.broadcast_to(lo, value.shape), value), np.maximum(hi, value)
+    undefined = np.isnan(low) | np.isnan(high)
+    low[undefined], high[undefined] = -np.inf, np.inf
+    assert np.array_equal(joined.lo, low)
+    assert np.array_equal(joined.hi, high)
+    assert summaries == [summary(np.ascontiguousarray(low), np.ascontiguousarray(high))]
+    point = Interval.point(value.copy())
+    kept, summaries = _joined([computed], point)
+    assert kept is point
+    assert summaries == [None]

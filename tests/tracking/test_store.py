@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 
+import numpy as np
 import pytest
 
 import pytest_fpcheck as fp
@@ -64,3 +65,32 @@ def test_results_laid_out_as_a_permutation_of_their_storage() -> None:
         assert bounds.contains(permuted).all()
         assert (bounds.lo[0] == expected.lo[0]).all()
         assert (bounds.lo[1:3] > expected.lo[1:3]).all()
+
+
+def test_a_summary_the_caller_made_is_the_records_only_where_it_holds_that_interval() -> None:
+    """``summarised`` (a posteriori tracking's join summarises in its pass) describes the
+    interval written: it is the record's summary when the record holds that interval alone,
+    and is recomputed when the write fills part of a record that holds other elements."""
+    from pytest_fpcheck.interval.bounds import Provenance
+    from pytest_fpcheck.interval.core import Interval
+
+    whole = torch.zeros(4, dtype=torch.float64)
+    record = STORE.write(
+        whole,
+        Interval(np.full(4, -1.0), np.full(4, 1.0)),
+        provenance=Provenance(),
+        mode="a_posteriori",
+        summarised=(1.0, False),
+    )
+    assert (record.max_radius, record.unbounded) == (1.0, False)
+    # a point written into half of it: the other half keeps its radius of 1
+    part = whole[:2]
+    record = STORE.write(
+        part,
+        Interval.point(np.zeros(2)),
+        provenance=Provenance(),
+        mode="a_posteriori",
+        summarised=(0.0, False),
+    )
+    assert (record.max_radius, record.unbounded) == (1.0, False)
+    STORE.forget(whole)

@@ -46,6 +46,7 @@ import torch
 from ...adapters.torch import internal
 from ...errors import UnsupportedOperation
 from ...interval.bounds import Bounds
+from ...tracking.core.interpose import OpCall
 from ...tracking.torch.mode import record_conversion
 from ...tracking.track import bounds_of, track
 from ..verdict import Verdict, classify
@@ -65,11 +66,12 @@ def module_dtype(module: torch.nn.Module, fallback: torch.dtype) -> torch.dtype:
     return fallback
 
 
-def cast_to(dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+def cast_to(dtype: torch.dtype, site: str | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
     """A fresh copy of a tensor, floating ones in ``dtype``. Only the cast is bounded: as a
     posteriori tracking bounds ``aten._to_copy``, recorded directly (a recorded reference value
-    is an exact input); the substitution of a format's extremes and the copies of integer
-    tensors make no rounding."""
+    is an exact input; ``site``, where the caller knows it, names where the casts are made);
+    the substitution of a format's extremes and the copies of integer tensors make no
+    rounding."""
 
     def cast(t: torch.Tensor) -> torch.Tensor:
         with internal():
@@ -77,7 +79,7 @@ def cast_to(dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
                 return t.clone()
             exact = as_extremes_of(t, dtype)
             converted = exact.to(dtype, copy=True)
-        record_conversion(exact, converted)
+        record_conversion(exact, converted, site)
         return converted
 
     return cast
@@ -123,6 +125,8 @@ class Replay:
         self.input_dtype = input_dtype
         self.isolate = isolate
         self.max_resolution = max_resolution
+        #: where the casts are made: the comparison's caller (the site of each cast's widening)
+        self.site = OpCall(torch.ops.aten._to_copy.default, (), {}).site
         self.forwards: dict[str, Callable[..., Any]] = {}
         self.casts: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
         self.dtypes: dict[str, torch.dtype] = {}
@@ -163,7 +167,7 @@ class Replay:
         cast = self.casts.get(path)
         if cast is None:
             self.dtypes[path] = module_dtype(self.modules[path], self.input_dtype)
-            cast = cast_to(self.dtypes[path])
+            cast = cast_to(self.dtypes[path], self.site)
             self.casts[path] = cast
         return cast
 

@@ -2,8 +2,10 @@
 outward rounding of a pair of ends onto a format (:func:`outward`, :func:`outward_step`), the
 "at least one float64 step above" of a non-negative quantity (:func:`bump`), directed float64 sums
 (:func:`sum_lower`, :func:`sum_upper`), the flat layouts kernels loop over (:func:`flat_views`,
-:func:`empty_like_order`, :func:`flat`, :func:`broadcast_flat`), and the radius summary of an
-enclosure (:func:`summary`, what the side store keeps of each record).
+:func:`empty_like_order`, :func:`flat`, :func:`broadcast_flat`), the radius summary of an
+enclosure (:func:`summary`, what the side store keeps of each record), and the hull of an
+enclosure with the values a run computed, summarised in the same pass (:func:`join_computed`,
+a posteriori tracking's rule).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "flat",
     "flat_views",
     "format_args",
+    "join_computed",
     "outward",
     "outward_step",
     "sum_lower",
@@ -159,9 +162,65 @@ def summary(lo: Array, hi: Array) -> tuple[float, bool]:
     largest width hi - lo (0 where lo == hi, +inf where the width overflows or is NaN)."""
     if lo is hi or lo.size == 0:
         return 0.0, False
-    flats, _, _ = flat_views(lo, hi)
-    widest, unbounded = _summary(flats[0], flats[1])
+    if lo.flags.c_contiguous and hi.flags.c_contiguous and lo.shape == hi.shape:
+        flats = [lo.reshape(-1), hi.reshape(-1)]  # the usual layout: no axis order to find
+        if lo.dtype != np.float64 or hi.dtype != np.float64:
+            flats = [np.ascontiguousarray(f, dtype=np.float64) for f in flats]
+    else:
+        flats, _, _ = flat_views(lo, hi)
+    return _radius(*_summary(flats[0], flats[1]))
+
+
+def _radius(widest: float, unbounded: bool) -> tuple[float, bool]:
     return (widest / 2 if math.isfinite(widest) else math.inf), unbounded
+
+
+@jit(cache=True, error_model="numpy", fallback=fallbacks.join_computed)
+def _join_computed(
+    lo: np.ndarray, hi: np.ndarray, value: np.ndarray, out_lo: np.ndarray, out_hi: np.ndarray
+) -> tuple[bool, float, bool]:  # pragma: no cover - compiled
+    # the hull element by element, NaN anywhere giving the whole line; ``differs``: some value
+    # is not ``lo``'s (NaN matching NaN), what a point enclosure asks; the summary as _summary's
+    differs = False
+    widest = np.int64(0)
+    unbounded = False
+    for i in range(value.size):
+        a, b, v = lo[i], hi[i], value[i]
+        differs |= (a != v) & ((a == a) | (v == v))
+        undefined = (a != a) | (b != b) | (v != v)
+        low = -math.inf if undefined else (v if v < a else a)
+        high = math.inf if undefined else (v if v > b else b)
+        out_lo[i], out_hi[i] = low, high
+        width = 0.0 if low == high else high - low
+        pattern = _bits(width)
+        widest = pattern if pattern > widest else widest
+        unbounded |= (low == -math.inf) & (high == math.inf)
+    return differs, _from_bits(widest), unbounded
+
+
+def join_computed(
+    interval_lo: Array, interval_hi: Array, value: Array
+) -> tuple[Array, Array, tuple[float, bool]] | None:
+    """The hull of ``[interval_lo, interval_hi]`` (broadcast to ``value``'s shape) and the
+    computed ``value``, and that hull's :func:`summary`, in one pass; an element where an end
+    or the value is NaN becomes the whole line. None when the enclosure is a point (``lo is
+    hi``) that already is ``value`` (equal everywhere, NaN matching NaN): it stays as it is."""
+    shape = value.shape
+    lo = interval_lo if interval_lo.shape == shape else np.broadcast_to(interval_lo, shape)
+    point = interval_lo is interval_hi
+    hi = (
+        lo
+        if point
+        else (interval_hi if interval_hi.shape == shape else np.broadcast_to(interval_hi, shape))
+    )
+    (flat_lo, flat_hi, flat_value), order, _ = flat_views(lo, hi, value)
+    out_lo, out_hi = empty_like_order(shape, order), empty_like_order(shape, order)
+    differs, widest, unbounded = _join_computed(
+        flat_lo, flat_hi, flat_value, flat(out_lo), flat(out_hi)
+    )
+    if point and not differs:
+        return None
+    return out_lo, out_hi, _radius(widest, unbounded)
 
 
 def broadcast_flat(array: Array, shape: tuple[int, ...]) -> tuple[np.ndarray, int]:

@@ -235,12 +235,15 @@ class BoundsStore:
         notes: tuple[str, ...] = (),
         in_place: bool = False,
         owned: bool = False,
+        summarised: tuple[float, bool] | None = None,
     ) -> Record:
         """Record ``interval`` as the enclosure of ``t``'s elements (just written by an op;
         ``in_place`` when the op mutated ``t``, whose version bump is still to come) and return
         the record. ``owned``: the caller hands over the interval's arrays (nothing else refers
         to them), so a contiguous float64 array that owns its memory becomes the buffer itself
-        instead of a copy."""
+        instead of a copy. ``summarised``: the :func:`summary` of ``interval`` where the
+        caller made it already (a posteriori tracking's join does, in its pass); it is the
+        record's when the record holds ``interval`` alone."""
         storage = t.untyped_storage()
         key = storage._cdata
         shape = tuple(t.shape)
@@ -249,6 +252,7 @@ class BoundsStore:
         fmt = dtype_format(t.dtype)
         with self._lock:
             record = self._records.get(key)
+        covers = False
         whole_line = (
             whole
             and interval.lo.shape == shape
@@ -262,7 +266,7 @@ class BoundsStore:
             flat_lo = _buffer(interval.lo, shape, owned)
             flat_hi = flat_lo if interval.is_point else _buffer(interval.hi, shape, owned)
             record = Record(flat_lo, flat_hi, t._version, fmt, provenance, mode, notes)
-        elif _covers_storage(t, length):
+        elif covers := _covers_storage(t, length):
             # every element is written: fresh buffers in the storage's order, nothing kept
             flat_lo = np.empty(length)
             _view(flat_lo, t)[...] = interval.lo
@@ -282,6 +286,8 @@ class BoundsStore:
         record.pending = in_place
         if whole_line:
             record.max_radius, record.unbounded = math.inf, True
+        elif summarised is not None and (whole or covers):  # the record holds interval alone
+            record.max_radius, record.unbounded = summarised
         else:
             record.max_radius, record.unbounded = summary(record.lo, record.hi)
         record.provenance = provenance

@@ -45,8 +45,8 @@ from ...adapters import is_torch_tensor
 from ...adapters.torch import dtype_format
 from ...errors import InvalidArgument, StaleBoundsError, UnsupportedOperation
 from ...interval.bounds import Bounds, Provenance
-from ...interval.core import Interval
-from ...interval.kernels import summary
+from ...interval.core import Interval, is_whole_line
+from ...interval.kernels import join_computed, summary
 from ...interval.registry import lookup
 from ..core import gaps as _gaps
 from ..core.compiled import CompiledRegion
@@ -416,10 +416,12 @@ class Tracker(Interposer):
             result = rule(ctx)
             if unbounded:
                 result = _propagate_nan(ctx, inputs, outputs, result)
+        summaries: list[tuple[float, bool] | None] = []
         if observed:
-            result = _joined(outputs, result)
+            result, summaries = _joined(outputs, result)
         self.ops += 1
-        self._record(ctx, outputs, result, [r for _, r in records if r is not None], mutable)
+        inherited = [r for _, r in records if r is not None]
+        self._record(ctx, outputs, result, inherited, mutable, summaries)
         return out
 
     def _record(
@@ -429,7 +431,11 @@ class Tracker(Interposer):
         result: Any,
         inherited: list[Record],
         in_place: bool,
+        summaries: list[tuple[float, bool] | None],
     ) -> None:
+        """Write each output's enclosure into the store, with the operands' provenance and
+        notes and this site's own widening; ``summaries``: the radius summaries
+        :func:`_joined` made of the enclosures, where it made them."""
         intervals = result if isinstance(result, (tuple, list)) else (result,)
         # the union of the operands' provenances (one operand's is its own: merging is
         # idempotent)
@@ -441,7 +447,7 @@ class Tracker(Interposer):
         notes = tuple(dict.fromkeys([n for r in inherited for n in r.notes] + ctx.notes))
         inherited_radius = max((r.max_radius for r in inherited), default=0.0)
         handed_over: set[int] = set()
-        for tensor, interval in zip(outputs, intervals, strict=False):
+        for position, (tensor, interval) in enumerate(zip(outputs, intervals, strict=False)):
             if interval is None:
                 continue
             if interval.is_point and not STORE.has_record(tensor):
@@ -459,6 +465,7 @@ class Tracker(Interposer):
                 notes=notes,
                 in_place=in_place,
                 owned=owned,
+                summarised=summaries[position] if position < len(summaries) else None,
             )
             covered = record.lo.size == tensor.numel()
             radius = record.max_radius if covered else summary(interval.lo, interval.hi)[0]
@@ -469,51 +476,54 @@ class Tracker(Interposer):
             )
 
 
-def record_conversion(exact: torch.Tensor, converted: torch.Tensor) -> None:
+def record_conversion(
+    exact: torch.Tensor, converted: torch.Tensor, site: str | None = None
+) -> None:
     """Record, a posteriori, the enclosure of ``converted``, a conversion made untracked of
     ``exact`` (values taken as exact, as an input is): what a posteriori tracking of
     ``aten._to_copy`` gives (the module docstring's rule: the exact value joined to the
-    computed one), with the same site, without the dispatch (module checks cast every
-    replayed input). Nothing is recorded where the conversion is exact."""
-    joined = _joined([converted], Interval.point(float64_values(exact)))
-    if joined.is_point:
+    computed one), with the same site (``site``: the caller's, when it knows it: its many
+    conversions then share one look-up of the user's frame), without the dispatch (module
+    checks cast every replayed input). Nothing is recorded where the conversion is exact."""
+    joined = join_computed(*(float64_values(exact),) * 2, float64_values(converted))
+    if joined is None:
         return
+    lo, hi, summarised = joined
     record = STORE.write(
-        converted, joined, provenance=Provenance(), mode="a_posteriori", owned=True
+        converted,
+        Interval(lo, hi),
+        provenance=Provenance(),
+        mode="a_posteriori",
+        owned=True,
+        summarised=summarised,
     )
     if record.max_radius > 0:
-        site = OpCall(torch.ops.aten._to_copy.default, (), {}).site  # this caller's
+        if site is None:
+            site = OpCall(torch.ops.aten._to_copy.default, (), {}).site  # this caller's
         record.provenance = Provenance().merge(site=site, widening=record.max_radius)
 
 
-def _joined(outputs: list[torch.Tensor], result: Any) -> Any:
+def _joined(
+    outputs: list[torch.Tensor], result: Any
+) -> tuple[Any, list[tuple[float, bool] | None]]:
     """Each floating output's enclosure joined to the values the run computed (the module
-    docstring's a posteriori rule); where a computed value or an end is NaN, the whole line
-    (``np.minimum`` keeps a NaN end: ``fmin`` would drop it for the computed value)."""
+    docstring's a posteriori rule; where a computed value or an end is NaN, the whole line),
+    and the radius summary of each enclosure it joined (None where it kept the rule's: an
+    exact result, a point still, or the whole line already)."""
     single = not isinstance(result, (tuple, list))
     intervals = [result] if single else list(result)
+    summaries: list[tuple[float, bool] | None] = [None] * len(intervals)
     for position, (tensor, interval) in enumerate(zip(outputs, intervals, strict=False)):
         if interval is None or dtype_format(tensor.dtype) is None:
             continue
-        value = float64_values(tensor)
-        lo = np.broadcast_to(interval.lo, value.shape)
-        hi = np.broadcast_to(interval.hi, value.shape)
-        if interval.is_point and _same(lo, value):
+        if is_whole_line(interval.lo, interval.hi):
+            continue  # holds every value already
+        joined = join_computed(interval.lo, interval.hi, float64_values(tensor))
+        if joined is None:
             continue  # computed exactly: still a point
-        lo, hi = np.minimum(lo, value), np.maximum(hi, value)
-        undefined = np.isnan(lo) | np.isnan(hi)
-        if undefined.any():
-            lo[undefined], hi[undefined] = -np.inf, np.inf
+        lo, hi, summaries[position] = joined
         intervals[position] = Interval(lo, hi)
-    return intervals[0] if single else intervals
-
-
-def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    """``np.array_equal(a, b, equal_nan=True)`` with one comparison where neither holds NaN
-    (the NaN-aware test takes several passes; a posteriori tracking asks it of every result)."""
-    return bool((a == b).all()) or (
-        bool(np.isnan(b).any()) and np.array_equal(a, b, equal_nan=True)
-    )
+    return (intervals[0] if single else intervals), summaries
 
 
 def _decomposable(func: torch._ops.OpOverload) -> bool:
