@@ -186,6 +186,46 @@ def test_add_and_mul_bounds(name, switch, shapes):
             assert same_bits(out[1], out[3])
 
 
+@pytest.mark.parametrize(
+    ("kind", "switch", "shapes"), list(itertools.product(["add", "mul"], [False, True], SHAPES))
+)
+def test_sums_and_products_onto_float64_with_usual_elements_alone(kind, switch, shapes):
+    """The branch-free pass of a sum or product onto float64 alone (no element needs the
+    general path after it): finite ends whose results are finite, exact and inexact, zero sums
+    among them, and results next to overflow; the same bits as the twin. (The adversarial
+    cases above run it in company: with elements that take the general path.)"""
+    from pytest_fpcheck.interval.kernels import elementwise
+
+    rng = np.random.default_rng(11)
+    size = max(int(np.prod(shape)) for shape in shapes)
+    values = rng.standard_normal(size) * 2.0 ** rng.integers(-500, 500, size)
+    values[::5] = F.round_to(rng.standard_normal(values[::5].size), "bfloat16")
+    ends = []
+    for shape in shapes:
+        n = int(np.prod(shape))
+        lo = values[:n].copy()
+        hi = np.nextafter(lo, np.inf) + np.abs(lo) * 2.0**-30
+        ends += [lo, hi, n]
+    if kind == "add":
+        half = min(ends[2], ends[5]) // 2
+        ends[3][:half] = -ends[0][:half]  # zero sums, exact
+        ends[4][:3] = ends[3][:3]
+        ends[3][-1] = ends[4][-1] = np.finfo(np.float64).max / 2  # a sum next to overflow
+        ends[0][-1] = ends[1][-1] = np.finfo(np.float64).max / 2
+    else:
+        ends[3][-1] = ends[4][-1] = 2.0**500  # a product next to overflow
+        ends[0][-1] = ends[1][-1] = 2.0**523
+    kernel = (elementwise._add_bounds if kind == "add" else elementwise._mul_bounds)(switch, False)
+    out = [np.empty(size) for _ in range(4)]
+    args = (*ends, format_args(F.format_of("float64")))
+    kernel.dispatcher(*args, out[0], out[1])
+    kernel.fallback(*args, out[2], out[3])
+    assert same_bits(out[0], out[2])
+    assert same_bits(out[1], out[3])
+    assert np.all(np.isfinite(out[0]))
+    assert np.all(np.isfinite(out[1]))
+
+
 @pytest.mark.parametrize(("name", "n"), list(itertools.product(FORMATS, [2, 3])))
 def test_power_bounds(name, n):
     from pytest_fpcheck.interval.kernels import elementwise

@@ -246,8 +246,11 @@ def test_the_pass_gives_each_pair_the_bits_it_gets_alone(name: str) -> None:
     usual_hi = np.full(special_lo.size, 1.5)
     special_hi = np.array(special + [-x for x in special[:7]])
     usual_lo = np.full(special_hi.size, -1.5)
-    lo = np.concatenate([lo, special_lo, usual_lo])
-    hi = np.concatenate([hi, usual_hi, special_hi])
+    # infinite ends on either side (a mask's [-inf, -inf] among them)
+    infinite_lo = np.array([np.inf, -np.inf, -np.inf, 1.5, -np.inf, np.inf])
+    infinite_hi = np.array([np.inf, -np.inf, 1.5, np.inf, np.inf, np.nan])
+    lo = np.concatenate([lo, special_lo, usual_lo, infinite_lo])
+    hi = np.concatenate([hi, usual_hi, special_hi, infinite_hi])
     arguments = (fmt.precision, fmt.emin, fmt.max_finite, fmt.has_inf)
     constants = (threshold, *rounding._DRIFT[name])
 
@@ -261,7 +264,7 @@ def test_the_pass_gives_each_pair_the_bits_it_gets_alone(name: str) -> None:
     else:
         bounds = (np.int64(_bits(2 * normal)), np.int64(_bits(big / 2)))
         pairs = [
-            rounding._nearest_usual.dispatcher(a, b, fmt.precision, *bounds, constants)
+            rounding._nearest_usual.dispatcher(a, b, fmt.precision, *bounds, fmt.has_inf, constants)
             for a, b in zip(lo, hi, strict=True)
         ]
     usual = np.array([bool(pair[2]) for pair in pairs])

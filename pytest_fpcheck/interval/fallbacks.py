@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "add",
+    "any_subnormal",
     "epilogue",
     "gelu_erf",
     "join_computed",
@@ -288,6 +289,13 @@ def summary(lo: Array, hi: Array) -> tuple[float, bool]:
     widest = max(int(np.max(_bits(width), initial=0)), 0)
     unbounded = bool(np.any((lo == -math.inf) & (hi == math.inf)))
     return float(np.int64(widest).view(np.float64)), unbounded
+
+
+def any_subnormal(bits: NDArray[np.uint16], exponent: int, magnitude: int) -> bool:
+    """``kernels.linalg._any_subnormal``: some pattern is a non-zero magnitude with a zero
+    exponent field."""
+    b = bits.astype(np.int64) & magnitude
+    return bool(np.any((b != 0) & ((b & exponent) == 0)))
 
 
 def join_computed(

@@ -461,15 +461,13 @@ def _nearest32_usual(lo: float, hi: float) -> tuple[float, float, bool]:  # prag
     tie_x = ((_bits(x) & _BELOW_TIE) == 0) & (near_x != x)
     tie_y = ((_bits(y) & _BELOW_TIE) == 0) & (near_y != y)
     m, n = b & _MAGNITUDE, t & _MAGNITUDE
-    usual = (
-        (m >= _NORMAL32_BITS)
-        & (m < _BEYOND32_BITS)
-        & (n >= _NORMAL32_BITS)
-        & (n < _BEYOND32_BITS)
-        & ~tie_x
-        & ~tie_y
+    # an infinite end is its own rounding (a mask's -inf): usual too
+    infinite_x, infinite_y = m == _INF_BITS, n == _INF_BITS
+    usual = (((m >= _NORMAL32_BITS) & (m < _BEYOND32_BITS) & ~tie_x) | infinite_x) & (
+        ((n >= _NORMAL32_BITS) & (n < _BEYOND32_BITS) & ~tie_y) | infinite_y
     )
-    return _select(near_x < grid_x, near_x, grid_x), _select(near_y > grid_y, near_y, grid_y), usual
+    lower = _select(infinite_x, lo, _select(near_x < grid_x, near_x, grid_x))
+    return lower, _select(infinite_y, hi, _select(near_y > grid_y, near_y, grid_y)), usual
 
 
 @jit(cache=True, inline="always")
@@ -479,6 +477,7 @@ def _nearest_usual(
     precision: int,
     lowest: np.int64,
     highest: np.int64,
+    has_inf: bool,
     c: tuple[float, float, float],
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
     """:func:`nearest_pair` onto a format other than float32 (bfloat16, float16) for the usual
@@ -498,8 +497,16 @@ def _nearest_usual(
     near_y = _nearest_normal(yb + (np.int64(1) | (yb >> 63)), precision, True)
     grid_x, grid_y = _grid26(b, False), _grid26(t, True)
     m, n = b & _MAGNITUDE, t & _MAGNITUDE
-    usual = bool((m >= lowest) & (m <= highest) & (n >= lowest) & (n <= highest))
-    return _select(near_x < grid_x, near_x, grid_x), _select(near_y > grid_y, near_y, grid_y), usual
+    # an infinite end is its own rounding where the general path's first test says so (-inf
+    # below, +inf above) or the format has infinities (a mask's -inf): usual too
+    infinite_x = (lo == -math.inf) | (has_inf & (lo == math.inf))
+    infinite_y = (hi == math.inf) | (has_inf & (hi == -math.inf))
+    usual = bool(
+        (((m >= lowest) & (m <= highest)) | infinite_x)
+        & (((n >= lowest) & (n <= highest)) | infinite_y)
+    )
+    lower = _select(infinite_x, lo, _select(near_x < grid_x, near_x, grid_x))
+    return lower, _select(infinite_y, hi, _select(near_y > grid_y, near_y, grid_y)), usual
 
 
 @jit(cache=True, fallback=fallbacks.nearest_all)
@@ -532,12 +539,14 @@ def _nearest_all(
         lowest, highest = _bits(2.0 * smallest_normal), _bits(0.5 * big)
         missed = 0
         for i in range(lo.size):
-            lower, upper, usual = _nearest_usual(lo[i], hi[i], precision, lowest, highest, c)
+            lower, upper, usual = _nearest_usual(
+                lo[i], hi[i], precision, lowest, highest, has_inf, c
+            )
             out_lo[i], out_hi[i] = lower, upper
             missed += not usual
         if missed:
             for i in range(lo.size):
-                if not _nearest_usual(lo[i], hi[i], precision, lowest, highest, c)[2]:
+                if not _nearest_usual(lo[i], hi[i], precision, lowest, highest, has_inf, c)[2]:
                     out_lo[i], out_hi[i] = nearest_pair(
                         lo[i], hi[i], precision, smallest_normal, emin, big, has_inf, c, False
                     )

@@ -237,15 +237,24 @@ def test_shallow_correct_code_is_still_roundoff(dtype: torch.dtype) -> None:
     assert fp.classify(y, 2 * reference).kind == "bug"
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 8, 101, 2048])
-def test_median_of_is_numpys_median(size: int) -> None:
+def _orders(size: int) -> list[np.ndarray]:
+    """Values to take the median of: random magnitudes with infinities and ties, and the
+    orders that defeat a naive pivot (sorted, reversed, all equal, organ pipe, sawtooth)."""
     rng = np.random.default_rng(size)
     values = rng.standard_normal(size) * 10.0 ** rng.integers(-300, 300, size)
     values[rng.random(size) < 0.2] = np.inf
     values[rng.random(size) < 0.1] = values[0]  # ties
-    with np.errstate(over="ignore", invalid="ignore"):
-        expected = np.median(values)
-    for median in (median_of.dispatcher, _median_twin):  # compiled, and the twin run before
-        got = median(values.copy())
-        assert got == expected or (np.isnan(got) and np.isnan(expected))
-        assert isinstance(got, float)
+    ramp = np.arange(size, dtype=np.float64)
+    pipe = np.concatenate([ramp[: size // 2], ramp[size // 2 :][::-1]])
+    return [values, np.sort(values), ramp[::-1].copy(), np.ones(size), pipe, ramp % 7]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 8, 101, 2048, 20001])
+def test_median_of_is_numpys_median(size: int) -> None:
+    for values in _orders(size):
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = np.median(values)
+        for median in (median_of.dispatcher, _median_twin):  # compiled, and the twin
+            got = median(values.copy())
+            assert got == expected or (np.isnan(got) and np.isnan(expected))
+            assert isinstance(got, float)

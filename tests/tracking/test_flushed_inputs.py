@@ -138,3 +138,41 @@ def test_this_cpus_kernels_with_subnormal_inputs_are_enclosed(dtype: torch.dtype
     bounds = fp.bounds_of(out)
     assert bounds.contains(out).all()
     assert bounds.contains(a.double() @ b.double()).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
+def test_the_scan_on_bits_finds_a_subnormal_exactly_where_the_values_hold_one(
+    dtype: torch.dtype, layout: str
+) -> None:
+    """The one-pass scan on the bits (what the product rules ask of every 16-bit CPU operand)
+    agrees with the test on the values for every bit pattern of the format, alone among
+    normal numbers and zeros, in any layout; and its NumPy twin agrees with it."""
+    from pytest_fpcheck.adapters.torch import dtype_format
+    from pytest_fpcheck.interval.kernels import any_subnormal
+    from pytest_fpcheck.interval.kernels.linalg import _any_subnormal
+    from pytest_fpcheck.tracking.torch.rules.linalg import _has_subnormal
+
+    fmt = dtype_format(dtype)
+    patterns = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
+    tiny = torch.finfo(dtype).tiny
+    background = torch.tensor([0.0, -0.0, 1.0, -2.5, tiny], dtype=dtype).repeat(40)[:192]
+    for start in range(0, patterns.numel(), 7):  # one pattern at a time, in company
+        pattern = patterns[start : start + 1]
+        expected = bool(((pattern.abs() < tiny) & (pattern != 0)).any())
+        x = background.clone()
+        x[97] = pattern[0]
+        x = x.reshape(12, 16)
+        if layout == "transposed":
+            x = x.t()
+        if layout == "sliced":
+            x = torch.cat([x, torch.full((12, 4), tiny / 4, dtype=dtype)], 1)[:, :16]
+        assert _has_subnormal(x, fmt) is expected, (layout, float(pattern[0]))
+    bits = patterns.view(torch.int16).numpy().view(np.uint16)
+    exponent = 0x7F80 if dtype == torch.bfloat16 else 0x7C00
+    normal = bits[~((patterns.abs() < tiny) & (patterns != 0)).numpy()]
+    assert any_subnormal(bits, fmt)
+    assert not any_subnormal(normal, fmt)
+    for scan in (_any_subnormal.dispatcher, _any_subnormal.fallback):  # compiled, and the twin
+        assert scan(bits, exponent, 0x7FFF)
+        assert not scan(normal, exponent, 0x7FFF)

@@ -43,8 +43,20 @@ __all__ = ["rounded_parameters", "seeded"]
 
 
 def _named_floating(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    named = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    return {name: t for name, t in named.items() if t.is_floating_point()}
+    """The floating parameters and buffers by qualified name, each tensor once under its
+    first name (as ``named_parameters`` and ``named_buffers`` give them), in one walk of the
+    modules."""
+    named: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for path, child in module.named_modules():
+        prefix = f"{path}." if path else ""
+        for members in (child._parameters, child._buffers):
+            for name, t in members.items():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    if t.is_floating_point():
+                        named[prefix + name] = t
+    return named
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -56,12 +68,11 @@ def _rounded_copy(mine: torch.Tensor, theirs: torch.Tensor) -> bool:
     ``mine`` may be its rounded copy (a cheap, untracked test first)."""
     if mine.shape != theirs.shape or mine.dtype == theirs.dtype:
         return False
-    with torch.no_grad():
-        there = theirs.detach().to(mine.device)
-        if torch.equal(mine.detach().to(torch.float64), there.to(torch.float64)):
-            return False  # the same values: nothing was rounded (a reference=torch.float64 copy)
-        back = cast_to(mine.dtype)(there).to(there.dtype)
-        return not torch.equal(back, there)
+    there = theirs.detach().to(mine.device)
+    if torch.equal(mine.detach().to(torch.float64), there.to(torch.float64)):
+        return False  # the same values: nothing was rounded (a reference=torch.float64 copy)
+    back = cast_to(mine.dtype)(there).to(there.dtype)
+    return not torch.equal(back, there)
 
 
 def rounded_parameters(
@@ -71,11 +82,12 @@ def rounded_parameters(
     its enclosure (the cast's where it is the reference's rounded copy, its own value elsewhere)
     and where the width came from."""
     theirs = _named_floating(reference)
-    pairs = [
-        (name, mine, theirs[name])
-        for name, mine in _named_floating(custom).items()
-        if name in theirs and _rounded_copy(mine, theirs[name]) and not STORE.has_record(mine)
-    ]
+    with torch.no_grad():
+        pairs = [
+            (name, mine, theirs[name])
+            for name, mine in _named_floating(custom).items()
+            if name in theirs and _rounded_copy(mine, theirs[name]) and not STORE.has_record(mine)
+        ]
     seeds: dict[str, tuple[torch.Tensor, Interval, Provenance]] = {}
     if not pairs:
         return seeds

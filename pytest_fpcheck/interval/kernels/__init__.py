@@ -52,13 +52,14 @@ from .base import (
 )
 from .composite import gelu_erf_bounds
 from .elementwise import add_bounds, mul_bounds, power_bounds
-from .linalg import float32_magnitudes, matmul_epilogue, split_operand
+from .linalg import any_subnormal, float32_magnitudes, matmul_epilogue, split_operand
 from .normalisation import moments_rows, normalise_rows
 from .softmax import log_softmax_bounds, softmax_bounds
 
 __all__ = [
     "FormatArgs",
     "add_bounds",
+    "any_subnormal",
     "broadcast_flat",
     "bump",
     "empty_like_order",

@@ -113,6 +113,9 @@ def flat_views(*arrays: Array) -> tuple[list[np.ndarray], tuple[int, ...], tuple
     C-contiguous (the first array's, by decreasing stride) and its inverse; contiguous copies
     (and the identity order) when some array's memory has gaps or another layout."""
     first = arrays[0]
+    if all(array.flags.c_contiguous and array.dtype == np.float64 for array in arrays):
+        natural = tuple(range(first.ndim))  # the usual case: no axis order to find
+        return [array.reshape(-1) for array in arrays], natural, natural
     order = tuple(sorted(range(first.ndim), key=lambda axis: -abs(first.strides[axis])))
     moved = [array.transpose(order) for array in arrays]
     if all(m.flags.c_contiguous and m.dtype == np.float64 for m in moved):
@@ -162,12 +165,7 @@ def summary(lo: Array, hi: Array) -> tuple[float, bool]:
     largest width hi - lo (0 where lo == hi, +inf where the width overflows or is NaN)."""
     if lo is hi or lo.size == 0:
         return 0.0, False
-    if lo.flags.c_contiguous and hi.flags.c_contiguous and lo.shape == hi.shape:
-        flats = [lo.reshape(-1), hi.reshape(-1)]  # the usual layout: no axis order to find
-        if lo.dtype != np.float64 or hi.dtype != np.float64:
-            flats = [np.ascontiguousarray(f, dtype=np.float64) for f in flats]
-    else:
-        flats, _, _ = flat_views(lo, hi)
+    flats, _, _ = flat_views(lo, hi)
     return _radius(*_summary(flats[0], flats[1]))
 
 

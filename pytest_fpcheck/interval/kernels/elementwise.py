@@ -16,6 +16,7 @@ import numpy as np
 from ...formats import Format
 from .. import fallbacks
 from ..jit import jit
+from ..rounding import _MAGNITUDE, _bits, _from_bits, _select
 from .base import (
     block_length,
     broadcast_flat,
@@ -35,6 +36,67 @@ __all__ = ["add_bounds", "mul_bounds", "power_bounds"]
 
 
 @jit(cache=True, inline="always")
+def _sum_element(
+    x_lo: float,
+    x_hi: float,
+    y_lo: float,
+    y_hi: float,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """[x_lo + y_lo, x_hi + y_hi], each end exact where TwoSum shows it, else stepped out; the
+    whole line where inf - inf is possible or an end is NaN; rounded outward onto the format."""
+    low, high = sum_lower(x_lo, y_lo), sum_upper(x_hi, y_hi)
+    # | and & rather than or and and, here and in the product's loop: the same tests
+    # without a branch each (a mispredicted one per element cost over half the time)
+    opposite = ((x_hi == math.inf) & (y_lo == -math.inf)) | (
+        (x_lo == -math.inf) & (y_hi == math.inf)
+    )
+    if opposite | (low != low) | (high != high):
+        return -math.inf, math.inf
+    return outward(low, high, fa, fast32)
+
+
+@jit(cache=True, inline="always")
+def _sum64_usual(
+    x_lo: float, x_hi: float, y_lo: float, y_hi: float
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """:func:`_sum_element` onto float64 for the usual element, without a branch (so that a
+    loop of it vectorises), and whether the element is usual: no end NaN, no inf - inf
+    possible, and each sum of finite ends finite (an infinite end, a mask's -inf, is usual).
+    There the general path takes these steps and no other: each end is the float64 sum where
+    an operand end is infinite (the sum is that infinity, exact) or TwoSum's error points
+    inward (or is 0), else one float64 step out, one unit of the finite sum's pattern (a zero
+    sum is exact, its error 0: the step, not a number from a zero pattern, is never selected);
+    no end is NaN, so the whole line is not given, and float64 keeps both."""
+    s, t = x_lo + y_lo, x_hi + y_hi
+    s_virtual, t_virtual = s - x_lo, t - x_hi
+    s_error = (x_lo - (s - s_virtual)) + (y_lo - s_virtual)
+    t_error = (x_hi - (t - t_virtual)) + (y_hi - t_virtual)
+    b, c = _bits(s), _bits(t)
+    below = _from_bits(b - (np.int64(1) | (b >> 63)))
+    above = _from_bits(c + (np.int64(1) | (c >> 63)))
+    finite_lo = (abs(x_lo) < math.inf) & (abs(y_lo) < math.inf)
+    finite_hi = (abs(x_hi) < math.inf) & (abs(y_hi) < math.inf)
+    opposite = ((x_hi == math.inf) & (y_lo == -math.inf)) | (
+        (x_lo == -math.inf) & (y_hi == math.inf)
+    )
+    usual = (
+        (s == s)
+        & (t == t)
+        & (x_lo == x_lo)
+        & (x_hi == x_hi)
+        & (y_lo == y_lo)
+        & (y_hi == y_hi)
+        & ~opposite
+        & ((abs(s) < math.inf) | ~finite_lo)
+        & ((abs(t) < math.inf) | ~finite_hi)
+    )
+    low = _select((s_error >= 0) | ~finite_lo, s, below)
+    return low, _select((t_error <= 0) | ~finite_hi, t, above), usual
+
+
+@jit(cache=True, inline="always")
 def _add_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
@@ -50,26 +112,40 @@ def _add_bounds_loop(
 ) -> None:  # pragma: no cover - compiled
     block = block_length(lo.size, a_period, b_period)
     a_step, b_step = int(a_period > 1), int(b_period > 1)
+    # onto float64 (what a run that rounds to nearest asks first), the usual elements in one
+    # branch-free pass that vectorises, then the others element by element
+    missed = 0
+    if fa[0] and a_period == lo.size and b_period == lo.size:
+        for n in range(lo.size):
+            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
+            x_lo, x_hi = a_lo[i], a_hi[i]
+            y_lo, y_hi = (-b_hi[i], -b_lo[i]) if negate_b else (b_lo[i], b_hi[i])
+            lo[i], hi[i], usual = _sum64_usual(x_lo, x_hi, y_lo, y_hi)
+            missed += not usual
+        if not missed:
+            return
+    elif fa[0]:
+        for start in range(0, lo.size, block):
+            a0, b0 = start % a_period, start % b_period
+            for j in range(block):
+                # unsigned indices: numba then skips its negative-index wraparound
+                i = np.uint64(start + j)
+                ja, jb = np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
+                x_lo, x_hi = a_lo[ja], a_hi[ja]
+                y_lo, y_hi = (-b_hi[jb], -b_lo[jb]) if negate_b else (b_lo[jb], b_hi[jb])
+                lo[i], hi[i], usual = _sum64_usual(x_lo, x_hi, y_lo, y_hi)
+                missed += not usual
+        if not missed:
+            return
     for start in range(0, lo.size, block):
         a0, b0 = start % a_period, start % b_period
         for j in range(block):
-            # unsigned indices: numba then skips its negative-index wraparound
             i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
             x_lo, x_hi = a_lo[ja], a_hi[ja]
-            if negate_b:
-                y_lo, y_hi = -b_hi[jb], -b_lo[jb]
-            else:
-                y_lo, y_hi = b_lo[jb], b_hi[jb]
-            low, high = sum_lower(x_lo, y_lo), sum_upper(x_hi, y_hi)
-            # | and & rather than or and and, here and in the product's loop: the same tests
-            # without a branch each (a mispredicted one per element cost over half the time)
-            opposite = ((x_hi == math.inf) & (y_lo == -math.inf)) | (
-                (x_lo == -math.inf) & (y_hi == math.inf)
-            )
-            if opposite | (low != low) | (high != high):
-                lo[i], hi[i] = -math.inf, math.inf
-            else:
-                lo[i], hi[i] = outward(low, high, fa, fast32)
+            y_lo, y_hi = (-b_hi[jb], -b_lo[jb]) if negate_b else (b_lo[jb], b_hi[jb])
+            if missed and _sum64_usual(x_lo, x_hi, y_lo, y_hi)[2]:
+                continue  # written by the first pass
+            lo[i], hi[i] = _sum_element(x_lo, x_hi, y_lo, y_hi, fa, fast32)
 
 
 @functools.cache
@@ -164,6 +240,35 @@ def _product(
 
 
 @jit(cache=True, inline="always")
+def _product64_usual(
+    x_lo: float, x_hi: float, y_lo: float, y_hi: float, step: bool
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """:func:`_product` onto float64 for the usual element, without a branch (so that a loop
+    of it vectorises), and whether the element is usual: its four ends and the hull of the
+    four products finite, and, when ``step``, the hull's ends nonzero. There the general path
+    takes these steps and no other: no product is infinite or NaN (an infinite one would make
+    an end of the hull infinite), so the whole line is never given; the hull is stepped one
+    unit of its patterns out when ``step`` (a nonzero finite pattern), and float64 keeps it."""
+    p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
+    low = min(min(p1, p2), min(p3, p4))
+    high = max(max(p1, p2), max(p3, p4))
+    usual = (
+        (abs(x_lo) < math.inf)
+        & (abs(x_hi) < math.inf)
+        & (abs(y_lo) < math.inf)
+        & (abs(y_hi) < math.inf)
+        & (abs(low) < math.inf)
+        & (abs(high) < math.inf)
+    )
+    if step:
+        b, c = _bits(low), _bits(high)
+        low = _from_bits(b - (np.int64(1) | (b >> 63)))
+        high = _from_bits(c + (np.int64(1) | (c >> 63)))
+        usual &= ((b & _MAGNITUDE) != 0) & ((c & _MAGNITUDE) != 0)
+    return low, high, usual
+
+
+@jit(cache=True, inline="always")
 def _mul_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
@@ -179,12 +284,33 @@ def _mul_bounds_loop(
 ) -> None:  # pragma: no cover - compiled
     block = block_length(lo.size, a_period, b_period)
     a_step, b_step = int(a_period > 1), int(b_period > 1)
+    # onto float64, the usual elements in one branch-free pass first (as for sums)
+    missed = 0
+    if fa[0] and a_period == lo.size and b_period == lo.size:
+        for n in range(lo.size):
+            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
+            lo[i], hi[i], usual = _product64_usual(a_lo[i], a_hi[i], b_lo[i], b_hi[i], step)
+            missed += not usual
+        if not missed:
+            return
+    elif fa[0]:
+        for start in range(0, lo.size, block):
+            a0, b0 = start % a_period, start % b_period
+            for j in range(block):
+                i = np.uint64(start + j)
+                ja, jb = np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
+                lo[i], hi[i], usual = _product64_usual(a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], step)
+                missed += not usual
+        if not missed:
+            return
     for start in range(0, lo.size, block):
         a0, b0 = start % a_period, start % b_period
         for j in range(block):
-            # unsigned indices: numba then skips its negative-index wraparound
             i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
-            lo[i], hi[i] = _product(a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], step, fa, fast32)
+            x_lo, x_hi, y_lo, y_hi = a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb]
+            if missed and _product64_usual(x_lo, x_hi, y_lo, y_hi, step)[2]:
+                continue  # written by the first pass
+            lo[i], hi[i] = _product(x_lo, x_hi, y_lo, y_hi, step, fa, fast32)
 
 
 @functools.cache

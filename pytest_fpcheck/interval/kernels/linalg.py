@@ -1,7 +1,8 @@
 """Kernels of the midpoint-radius matrix products (:mod:`pytest_fpcheck.interval.linalg`): an
 operand split into midpoint and radius (:func:`split_operand`), the float32 magnitudes of a point
-operand (:func:`float32_magnitudes`), and the epilogue that turns the products into rounded
-enclosures (:func:`matmul_epilogue`).
+operand (:func:`float32_magnitudes`), the epilogue that turns the products into rounded
+enclosures (:func:`matmul_epilogue`), and the scan for subnormal operands that a CPU product may
+flush to zero (:func:`any_subnormal`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["float32_magnitudes", "matmul_epilogue", "split_operand"]
+__all__ = ["any_subnormal", "float32_magnitudes", "matmul_epilogue", "split_operand"]
 
 
 @jit(cache=True, inline="always")
@@ -247,3 +248,27 @@ def matmul_epilogue(
         hi.reshape(-1),
     )
     return lo, hi
+
+
+@jit(cache=True, error_model="numpy", fallback=fallbacks.any_subnormal)
+def _any_subnormal(bits: np.ndarray, exponent: int, magnitude: int) -> bool:  # pragma: no cover
+    # no early exit: the loop is branch-free and vectorised, a full pass costs less than one
+    # that tests and leaves
+    found = False
+    for i in range(bits.size):
+        b = bits[i] & magnitude
+        found |= (b != 0) & ((b & exponent) == 0)
+    return found
+
+
+def any_subnormal(bits: np.ndarray, fmt: Format) -> bool:
+    """Whether the 16-bit patterns ``bits`` (the memory of a float16 or bfloat16 array, in any
+    layout) hold a subnormal number of ``fmt``: a non-zero magnitude whose exponent field is
+    zero. One pass over the memory, where a test on the values takes four."""
+    if bits.dtype != np.uint16 or fmt.precision > 15:
+        raise ValueError(
+            f"16-bit patterns of a 16-bit format expected, not {bits.dtype}, {fmt.name}"
+        )
+    fraction = fmt.precision - 1
+    exponent = ((1 << (15 - fraction)) - 1) << fraction
+    return bool(_any_subnormal(np.ravel(bits, order="K"), exponent, 0x7FFF))

@@ -13,14 +13,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ....adapters.torch import internal
+from ....adapters.torch import dtype_format, internal
 from ....formats import Format
 from ....interval import elementwise as ew
 from ....interval.bounds import contains
 from ....interval.core import Interval, gamma
-from ....interval.kernels import (
-    float32_magnitudes,
-)
+from ....interval.kernels import any_subnormal, float32_magnitudes
 from ....interval.linalg import matmul
 from ....interval.rounding import up
 from ...core.policy import (
@@ -378,13 +376,17 @@ _F32_BITS = 24
 _F64_PRODUCT_MARGIN = 1 + 2.0**-30
 
 
-def _has_subnormal(x: Any, smallest_normal: float) -> bool:
-    """Does the tensor ``x`` hold a non-zero value below ``smallest_normal`` in magnitude?"""
+def _has_subnormal(x: Any, fmt: Format) -> bool:
+    """Does the tensor ``x`` hold a non-zero value below ``fmt``'s smallest normal number in
+    magnitude? A CPU tensor in ``fmt``, a 16-bit format, is scanned on its bits in one pass
+    (:func:`~pytest_fpcheck.interval.kernels.any_subnormal`)."""
     if not isinstance(x, torch.Tensor) or x.numel() == 0:
         return False
     with internal(), torch.no_grad():
+        if x.device.type == "cpu" and x.element_size() == 2 and dtype_format(x.dtype) == fmt:
+            return any_subnormal(x.detach().view(torch.int16).numpy().view(np.uint16), fmt)
         magnitude = x.detach().abs()
-        return bool(((magnitude < smallest_normal) & (magnitude != 0)).any())
+        return bool(((magnitude < fmt.smallest_normal) & (magnitude != 0)).any())
 
 
 #: the note of a product bounded with its subnormal inputs flushed
@@ -406,7 +408,7 @@ def _may_flush(
     operands = [t for a, b, _, _ in products for t in (a, b)]
     if addend is not None:
         operands.append(addend[0])
-    return any(_has_subnormal(t, ctx.fmt.smallest_normal) for t in operands)
+    return any(_has_subnormal(t, ctx.fmt) for t in operands)
 
 
 def _flush_allowance(
