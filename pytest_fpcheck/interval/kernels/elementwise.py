@@ -76,11 +76,10 @@ def _sum64_usual(
     b, c = _bits(s), _bits(t)
     below = _from_bits(b - (np.int64(1) | (b >> 63)))
     above = _from_bits(c + (np.int64(1) | (c >> 63)))
-    finite_lo = (abs(x_lo) < math.inf) & (abs(y_lo) < math.inf)
-    finite_hi = (abs(x_hi) < math.inf) & (abs(y_hi) < math.inf)
-    opposite = ((x_hi == math.inf) & (y_lo == -math.inf)) | (
-        (x_lo == -math.inf) & (y_hi == math.inf)
-    )
+    infinite_lo = (abs(x_lo) == math.inf) | (abs(y_lo) == math.inf)
+    infinite_hi = (abs(x_hi) == math.inf) | (abs(y_hi) == math.inf)
+    # no inf - inf possible: the negation of _sum_element's ``opposite``
+    apart = ((x_hi != math.inf) | (y_lo != -math.inf)) & ((x_lo != -math.inf) | (y_hi != math.inf))
     usual = (
         (s == s)
         & (t == t)
@@ -88,12 +87,12 @@ def _sum64_usual(
         & (x_hi == x_hi)
         & (y_lo == y_lo)
         & (y_hi == y_hi)
-        & ~opposite
-        & ((abs(s) < math.inf) | ~finite_lo)
-        & ((abs(t) < math.inf) | ~finite_hi)
+        & apart
+        & ((abs(s) < math.inf) | infinite_lo)
+        & ((abs(t) < math.inf) | infinite_hi)
     )
-    low = _select((s_error >= 0) | ~finite_lo, s, below)
-    return low, _select((t_error <= 0) | ~finite_hi, t, above), usual
+    low = _select((s_error >= 0) | infinite_lo, s, below)
+    return low, _select((t_error <= 0) | infinite_hi, t, above), usual
 
 
 @jit(cache=True, inline="always")
