@@ -131,6 +131,30 @@ def test_matmul_epilogue(name, has_addend, rad_dtype):
         assert same_bits(out[1], out[3])
 
 
+@pytest.mark.parametrize("point", [False, True])
+def test_gelu_erf_bounds_onto_float64_with_usual_elements_alone(point):
+    """GELU's branch-free pass onto float64 alone (every element usual: finite values, the
+    minimum inside some intervals, ends of both signs); the same bits as the twin."""
+    from scipy.special import erf
+
+    rng = np.random.default_rng(4)
+    lo = rng.standard_normal(3000) * 2.0 ** rng.integers(-20, 8, 3000)
+    hi = lo if point else lo + np.abs(rng.standard_normal(3000))
+    erf_lo = erf(lo * math.sqrt(0.5))
+    erf_hi = erf_lo if point else erf(hi * math.sqrt(0.5))
+    compute = F.format_of("bfloat16")
+    c = (-0.7517916, -0.1699712, compute.unit_roundoff, 4 * compute.smallest_normal)
+    kernel = composite._gelu_erf_bounds(point, False)
+    out = [np.empty(lo.size) for _ in range(4)]
+    args = (lo, hi, erf_lo, erf_hi, c, format_args(F.format_of("float64")))
+    kernel.dispatcher(*args, out[0], out[1])
+    kernel.fallback(*args, out[2], out[3])
+    assert same_bits(out[0], out[2])
+    assert same_bits(out[1], out[3])
+    assert np.all(np.isfinite(out[0]))
+    assert np.all(np.isfinite(out[1]))
+
+
 @pytest.mark.parametrize(("name", "point"), list(itertools.product(FORMATS, [False, True])))
 def test_gelu_erf_bounds(name, point):
     from scipy.special import erf

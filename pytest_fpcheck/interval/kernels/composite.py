@@ -15,6 +15,7 @@ import numpy as np
 from ...formats import Format
 from .. import fallbacks
 from ..jit import jit
+from ..rounding import _INF_BITS, _MAGNITUDE, _bits, _from_bits, _select
 from .base import (
     empty_like_order,
     flat,
@@ -32,6 +33,33 @@ __all__ = ["gelu_erf_bounds"]
 
 
 @jit(cache=True, inline="always")
+def _gelu_element(
+    a: float,
+    b: float,
+    e_a: float,
+    e_b: float,
+    point: bool,
+    c: tuple[float, float, float, float],
+) -> tuple[float, float, float]:  # pragma: no cover - compiled
+    """(f(a), the hull's ends moved out by the allowance) of one element, before rounding."""
+    x_min, f_min, u, floor = c
+    f_a = 0.5 * a * (1.0 + e_a)
+    if point:
+        b, low, high = a, f_a, f_a
+    else:
+        f_b = 0.5 * b * (1.0 + e_b)
+        low, high = min(f_a, f_b), max(f_a, f_b)
+        holds_minimum = (a <= x_min + 1e-9) & (x_min - 1e-9 <= b)
+        low = _select(holds_minimum, min(low, f_min), low)
+        undefined = f_b != f_b
+        low, high = _select(undefined, f_b, low), _select(undefined, f_b, high)
+    x_mag = max(abs(a), abs(b))
+    f_mag = max(abs(low), abs(high))
+    spread = x_mag * u * (9.0 + 0.5 * x_mag) + floor + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
+    return f_a, low - spread, high + spread
+
+
+@jit(cache=True, inline="always")
 def _gelu_erf_bounds_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -44,24 +72,30 @@ def _gelu_erf_bounds_loop(
     out_lo: np.ndarray,
     out_hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    x_min, f_min, u, floor = c
-    for i in range(lo.size):
-        a = lo[i]
-        f_a = 0.5 * a * (1.0 + erf_lo[i])
-        if point:
-            b, low, high = a, f_a, f_a
-        else:
-            b = hi[i]
-            f_b = 0.5 * b * (1.0 + erf_hi[i])
-            low, high = min(f_a, f_b), max(f_a, f_b)
-            if a <= x_min + 1e-9 and x_min - 1e-9 <= b:
-                low = min(low, f_min)
-            if f_b != f_b:
-                low = high = f_b
-        x_mag = max(abs(a), abs(b))
-        f_mag = max(abs(low), abs(high))
-        spread = x_mag * u * (9.0 + 0.5 * x_mag) + floor + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
-        down_end, up_end = low - spread, high + spread
+    # onto float64 (a run that rounds to nearest), the usual elements in one branch-free pass
+    # that vectorises: f(a) and both moved ends finite and nonzero, where the general path
+    # steps each end one unit of its pattern out and float64 keeps it; then the others
+    missed = 0
+    if fa[0]:
+        for n in range(lo.size):
+            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
+            f_a, down_end, up_end = _gelu_element(lo[i], hi[i], erf_lo[i], erf_hi[i], point, c)
+            b, t = _bits(down_end), _bits(up_end)
+            out_lo[i] = _from_bits(b - (np.int64(1) | (b >> 63)))
+            out_hi[i] = _from_bits(t + (np.int64(1) | (t >> 63)))
+            m, k = b & _MAGNITUDE, t & _MAGNITUDE
+            missed += not (
+                (abs(f_a) < math.inf) & (m != 0) & (m < _INF_BITS) & (k != 0) & (k < _INF_BITS)
+            )
+        if not missed:
+            return
+    for n in range(lo.size):
+        i = np.uint64(n)
+        f_a, down_end, up_end = _gelu_element(lo[i], hi[i], erf_lo[i], erf_hi[i], point, c)
+        if missed:
+            m, k = _bits(down_end) & _MAGNITUDE, _bits(up_end) & _MAGNITUDE
+            if (abs(f_a) < math.inf) & (m != 0) & (m < _INF_BITS) & (k != 0) & (k < _INF_BITS):
+                continue  # written by the first pass
         if f_a != f_a or down_end != down_end or up_end != up_end:
             out_lo[i], out_hi[i] = -math.inf, math.inf
         else:
