@@ -131,6 +131,34 @@ def test_matmul_epilogue(name, has_addend, rad_dtype):
         assert same_bits(out[1], out[3])
 
 
+@pytest.mark.parametrize(
+    ("has_addend", "rad_dtype"), list(itertools.product([False, True], [np.float64, np.float32]))
+)
+def test_matmul_epilogue_onto_float64_with_usual_elements_alone(has_addend, rad_dtype):
+    """The epilogue's branch-free pass onto float64 alone (every element usual: finite
+    midpoints of both signs, radii from 0 to large, tiny ones below 2**-1000); the same bits
+    as the twin."""
+    rng = np.random.default_rng(3)
+    size = 7 * 400
+    mid = rng.standard_normal(size) * 2.0 ** rng.integers(-60, 60, size)
+    rad = (np.abs(rng.standard_normal(size)) * 2.0 ** rng.integers(-1070, 40, size)).astype(
+        rad_dtype
+    )
+    rad[::9] = 0
+    addend = (rng.standard_normal(7), np.abs(rng.standard_normal(7))) if has_addend else None
+    addend_mid, addend_rad = addend if addend is not None else (np.zeros(0), np.zeros(0))
+    kernel = linalg._epilogue(has_addend, False)
+    out = [np.empty(size) for _ in range(4)]
+    c = (3.0, 1.0 + 2.0**-20, 2.0**-1074, 1e300)
+    args = (mid, rad, addend_mid, addend_rad, c, format_args(F.format_of("float64")))
+    kernel.dispatcher(*args, out[0], out[1])
+    kernel.fallback(*args, out[2], out[3])
+    assert same_bits(out[0], out[2])
+    assert same_bits(out[1], out[3])
+    assert np.all(np.isfinite(out[0]))
+    assert np.all(np.isfinite(out[1]))
+
+
 @pytest.mark.parametrize("point", [False, True])
 def test_gelu_erf_bounds_onto_float64_with_usual_elements_alone(point):
     """GELU's branch-free pass onto float64 alone (every element usual: finite values, the

@@ -17,6 +17,7 @@ import numpy as np
 from ...formats import Format
 from .. import fallbacks
 from ..jit import jit
+from ..rounding import _INF_BITS, _MAGNITUDE, _bits, _from_bits, _select
 from .base import (
     bump,
     flat_views,
@@ -161,6 +162,23 @@ def split_operand(
 
 
 @jit(cache=True, inline="always")
+def _epilogue64_usual(
+    m: float, r: float, limit: float
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """The epilogue's ends onto float64 for the usual element (``r`` before :func:`bump`),
+    without a branch (so that a loop of it vectorises), and whether it is usual: ``m`` finite,
+    the bumped radius below ``limit``, and m - r and m + r nonzero and finite. There the
+    general path steps each end one unit of its pattern out and float64 keeps it."""
+    r = _select(r >= 2.0**-1000, r * (1.0 + 2.0**-51), r + 2.0**-1022)  # bump(r)
+    b, t = _bits(m - r), _bits(m + r)
+    low = _from_bits(b - (np.int64(1) | (b >> 63)))
+    high = _from_bits(t + (np.int64(1) | (t >> 63)))
+    p, q = b & _MAGNITUDE, t & _MAGNITUDE
+    usual = (r < limit) & (abs(m) < math.inf) & (p != 0) & (p < _INF_BITS)
+    return low, high, usual & (q != 0) & (q < _INF_BITS)
+
+
+@jit(cache=True, inline="always")
 def _epilogue_loop(
     mid: np.ndarray,
     rad: np.ndarray,
@@ -175,6 +193,22 @@ def _epilogue_loop(
 ) -> None:  # pragma: no cover - compiled
     multiplier, scale, eta, limit = c
     period = addend_mid.size if has_addend else mid.size
+    # onto float64 (a run that rounds to nearest), the usual elements in one branch-free pass
+    # that vectorises, then the others
+    missed = 0
+    if fa[0]:
+        for start in range(0, mid.size, period):
+            for j in range(period):
+                i = np.uint64(start + j)
+                m = mid[i]
+                r = float(rad[i]) * multiplier
+                if has_addend:
+                    m = m + addend_mid[j]
+                    r = r + addend_rad[j]
+                lo[i], hi[i], usual = _epilogue64_usual(m, (r + eta) * scale, limit)
+                missed += not usual
+        if not missed:
+            return
     for start in range(0, mid.size, period):
         for j in range(period):
             i = np.uint64(start + j)
@@ -183,6 +217,8 @@ def _epilogue_loop(
             if has_addend:
                 m = m + addend_mid[j]
                 r = r + addend_rad[j]
+            if missed and _epilogue64_usual(m, (r + eta) * scale, limit)[2]:
+                continue  # written by the first pass
             r = bump((r + eta) * scale)
             if not (r < limit) or not math.isfinite(m):
                 lo[i], hi[i] = -math.inf, math.inf

@@ -29,7 +29,8 @@ The enclosure, by the operands' format:
   exact weights of the kernel's operands and W = sum_j a_j |v_j|. The kernel's float32 score
   differs from s_j by at most tau = (d + 4) 2^-24 / (1 - (d + 4) 2^-24) (scale max_j
   sum_e |q_ie| |k_je| + M) (the float32 dot product over d terms, the scale's conversion, the
-  product, the mask's addition; M the largest finite |mask| of the row). Its weight
+  product, the mask's addition; M the largest finite |mask| of the row), max_j sum_e |q_ie|
+  |k_je| taken at its upper bound sum_e |q_ie| max_j |k_je|. Its weight
   exp(s_j - m_k), m_k the running maximum of its block of keys, then carries a relative error of
   at most e^lambda - 1 against exp(s_j - m_k) with lambda = tau + 104 2^-24 (the rounded
   shift, for weights float32 does not underflow) + 2^-18 (the vectorised exp) + b (2 (S + 1)
@@ -267,9 +268,11 @@ def _kernel_model(
         key_size = np.repeat(key_size, query.shape[-3] // key.shape[-3], axis=-3)
     factor = abs(scale) if scale is not None else depth**-0.5
     with np.errstate(over="ignore", invalid="ignore"):
+        # max_j sum_e |q_ie| |k_je| <= sum_e |q_ie| max_j |k_je|: a product of the sizes'
+        # shape would cost as much as the attention's own
+        largest_key = key_size.max(axis=-2, keepdims=True)
         spread = rounding.up(
-            (query_size @ np.swapaxes(key_size, -1, -2)).max(axis=-1, keepdims=True)
-            * (factor * (1 + 2.0**-20))
+            (query_size * largest_key).sum(axis=-1, keepdims=True) * (factor * (1 + 2.0**-20))
         )
         spread = spread + _mask_magnitude(attn_mask, spread)
         unit = 2.0**-24
