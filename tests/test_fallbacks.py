@@ -48,6 +48,17 @@ def compiled_and_twin(kernel, *args):
     return kernel.dispatcher(*args), kernel.fallback(*args)
 
 
+def written_alike(kernel, args, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Run a kernel that writes two arrays of ``size`` (after ``args``) compiled and as its
+    twin, assert the same bits, and return the compiled kernel's arrays."""
+    out = [np.empty(size) for _ in range(4)]
+    kernel.dispatcher(*args, out[0], out[1])
+    kernel.fallback(*args, out[2], out[3])
+    assert same_bits(out[0], out[2])
+    assert same_bits(out[1], out[3])
+    return out[0], out[1]
+
+
 @pytest.mark.parametrize("direction", [1.0, -1.0])
 def test_step_all(direction):
     x = adversarial()
@@ -148,15 +159,11 @@ def test_matmul_epilogue_onto_float64_with_usual_elements_alone(has_addend, rad_
     addend = (rng.standard_normal(7), np.abs(rng.standard_normal(7))) if has_addend else None
     addend_mid, addend_rad = addend if addend is not None else (np.zeros(0), np.zeros(0))
     kernel = linalg._epilogue(has_addend, False)
-    out = [np.empty(size) for _ in range(4)]
     c = (3.0, 1.0 + 2.0**-20, 2.0**-1074, 1e300)
     args = (mid, rad, addend_mid, addend_rad, c, format_args(F.format_of("float64")))
-    kernel.dispatcher(*args, out[0], out[1])
-    kernel.fallback(*args, out[2], out[3])
-    assert same_bits(out[0], out[2])
-    assert same_bits(out[1], out[3])
-    assert np.all(np.isfinite(out[0]))
-    assert np.all(np.isfinite(out[1]))
+    low, high = written_alike(kernel, args, size)
+    assert np.all(np.isfinite(low))
+    assert np.all(np.isfinite(high))
 
 
 @pytest.mark.parametrize("point", [False, True])
@@ -173,14 +180,10 @@ def test_gelu_erf_bounds_onto_float64_with_usual_elements_alone(point):
     compute = F.format_of("bfloat16")
     c = (-0.7517916, -0.1699712, compute.unit_roundoff, 4 * compute.smallest_normal)
     kernel = composite._gelu_erf_bounds(point, False)
-    out = [np.empty(lo.size) for _ in range(4)]
     args = (lo, hi, erf_lo, erf_hi, c, format_args(F.format_of("float64")))
-    kernel.dispatcher(*args, out[0], out[1])
-    kernel.fallback(*args, out[2], out[3])
-    assert same_bits(out[0], out[2])
-    assert same_bits(out[1], out[3])
-    assert np.all(np.isfinite(out[0]))
-    assert np.all(np.isfinite(out[1]))
+    low, high = written_alike(kernel, args, lo.size)
+    assert np.all(np.isfinite(low))
+    assert np.all(np.isfinite(high))
 
 
 @pytest.mark.parametrize(("name", "point"), list(itertools.product(FORMATS, [False, True])))
@@ -268,14 +271,10 @@ def test_sums_and_products_onto_float64_with_usual_elements_alone(kind, switch, 
         ends[3][-1] = ends[4][-1] = 2.0**500  # a product next to overflow
         ends[0][-1] = ends[1][-1] = 2.0**523
     kernel = (elementwise._add_bounds if kind == "add" else elementwise._mul_bounds)(switch, False)
-    out = [np.empty(size) for _ in range(4)]
     args = (*ends, format_args(F.format_of("float64")))
-    kernel.dispatcher(*args, out[0], out[1])
-    kernel.fallback(*args, out[2], out[3])
-    assert same_bits(out[0], out[2])
-    assert same_bits(out[1], out[3])
-    assert np.all(np.isfinite(out[0]))
-    assert np.all(np.isfinite(out[1]))
+    low, high = written_alike(kernel, args, size)
+    assert np.all(np.isfinite(low))
+    assert np.all(np.isfinite(high))
 
 
 @pytest.mark.parametrize(("name", "n"), list(itertools.product(FORMATS, [2, 3])))

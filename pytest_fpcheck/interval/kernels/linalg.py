@@ -179,6 +179,28 @@ def _epilogue64_usual(
 
 
 @jit(cache=True, inline="always")
+def _terms(
+    mid: np.ndarray,
+    rad: np.ndarray,
+    addend_mid: np.ndarray,
+    addend_rad: np.ndarray,
+    i: np.uint64,
+    j: int,
+    c: tuple[float, float, float, float],
+    has_addend: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """(midpoint, radius before :func:`bump`) of output ``i`` (``j`` its place in the addend's
+    period): ``(rad multiplier + addend radius + eta) scale``."""
+    multiplier, scale, eta, _ = c
+    m = mid[i]
+    r = float(rad[i]) * multiplier
+    if has_addend:
+        m = m + addend_mid[j]
+        r = r + addend_rad[j]
+    return m, (r + eta) * scale
+
+
+@jit(cache=True, inline="always")
 def _epilogue_loop(
     mid: np.ndarray,
     rad: np.ndarray,
@@ -191,7 +213,7 @@ def _epilogue_loop(
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    multiplier, scale, eta, limit = c
+    limit = c[3]
     period = addend_mid.size if has_addend else mid.size
     # onto float64 (a run that rounds to nearest), the usual elements in one branch-free pass
     # that vectorises, then the others
@@ -200,26 +222,18 @@ def _epilogue_loop(
         for start in range(0, mid.size, period):
             for j in range(period):
                 i = np.uint64(start + j)
-                m = mid[i]
-                r = float(rad[i]) * multiplier
-                if has_addend:
-                    m = m + addend_mid[j]
-                    r = r + addend_rad[j]
-                lo[i], hi[i], usual = _epilogue64_usual(m, (r + eta) * scale, limit)
+                m, r = _terms(mid, rad, addend_mid, addend_rad, i, j, c, has_addend)
+                lo[i], hi[i], usual = _epilogue64_usual(m, r, limit)
                 missed += not usual
         if not missed:
             return
     for start in range(0, mid.size, period):
         for j in range(period):
             i = np.uint64(start + j)
-            m = mid[i]
-            r = float(rad[i]) * multiplier
-            if has_addend:
-                m = m + addend_mid[j]
-                r = r + addend_rad[j]
-            if missed and _epilogue64_usual(m, (r + eta) * scale, limit)[2]:
+            m, r = _terms(mid, rad, addend_mid, addend_rad, i, j, c, has_addend)
+            if missed and _epilogue64_usual(m, r, limit)[2]:
                 continue  # written by the first pass
-            r = bump((r + eta) * scale)
+            r = bump(r)
             if not (r < limit) or not math.isfinite(m):
                 lo[i], hi[i] = -math.inf, math.inf
             else:
