@@ -126,6 +126,19 @@ def next_down(v: float) -> float:  # pragma: no cover - compiled
 
 
 @jit(cache=True, inline="always")
+def steps_out(low: float, high: float) -> tuple[float, float, bool]:  # pragma: no cover
+    """(:func:`next_down` of ``low``, :func:`next_up` of ``high``, whether those are what they
+    give) without a branch, so that a loop of it vectorises: one unit of each pattern out, what
+    they take for a nonzero finite pattern (the flag); for zeros, infinities and NaN the two
+    numbers are not theirs."""
+    b, t = _bits(low), _bits(high)
+    m, n = b & _MAGNITUDE, t & _MAGNITUDE
+    ordinary = (m != 0) & (m < _INF_BITS) & (n != 0) & (n < _INF_BITS)
+    down = _from_bits(b - (np.int64(1) | (b >> 63)))
+    return down, _from_bits(t + (np.int64(1) | (t >> 63))), ordinary
+
+
+@jit(cache=True, inline="always")
 def float32_directed(v: float, up: bool, strict: bool) -> float:  # pragma: no cover - compiled
     """``v`` rounded onto float32 toward +inf when ``up``, else toward -inf (``strict``: to the
     float32 number strictly beyond ``v``, as :func:`step_up_to` / :func:`step_down_to`), using

@@ -151,13 +151,18 @@ def _summary(lo: np.ndarray, hi: np.ndarray) -> tuple[float, bool]:  # pragma: n
     unbounded = False
     for i in range(lo.size):
         a, b = lo[i], hi[i]
-        width = b - a
-        width = 0.0 if a == b else width
-        width = math.inf if width != width else width
-        pattern = _bits(width)
+        pattern = _width_bits(a, b)
         widest = pattern if pattern > widest else widest
         unbounded |= (a == -math.inf) & (b == math.inf)
     return _from_bits(widest), unbounded
+
+
+@jit(cache=True, inline="always")
+def _width_bits(a: float, b: float) -> np.int64:  # pragma: no cover - compiled
+    """The bit pattern of [a, b]'s width: 0 where a == b, +inf where b - a overflows or is
+    NaN."""
+    width = 0.0 if a == b else b - a
+    return _bits(math.inf if width != width else width)
 
 
 def summary(lo: Array, hi: Array) -> tuple[float, bool]:
@@ -189,8 +194,7 @@ def _join_computed(
         low = -math.inf if undefined else (v if v < a else a)
         high = math.inf if undefined else (v if v > b else b)
         out_lo[i], out_hi[i] = low, high
-        width = 0.0 if low == high else high - low
-        pattern = _bits(width)
+        pattern = _width_bits(low, high)
         widest = pattern if pattern > widest else widest
         unbounded |= (low == -math.inf) & (high == math.inf)
     return differs, _from_bits(widest), unbounded

@@ -15,7 +15,7 @@ import numpy as np
 from ...formats import Format
 from .. import fallbacks
 from ..jit import jit
-from ..rounding import _INF_BITS, _MAGNITUDE, _bits, _from_bits, _select
+from ..rounding import _select, steps_out
 from .base import (
     empty_like_order,
     flat,
@@ -80,22 +80,15 @@ def _gelu_erf_bounds_loop(
         for n in range(lo.size):
             i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
             f_a, down_end, up_end = _gelu_element(lo[i], hi[i], erf_lo[i], erf_hi[i], point, c)
-            b, t = _bits(down_end), _bits(up_end)
-            out_lo[i] = _from_bits(b - (np.int64(1) | (b >> 63)))
-            out_hi[i] = _from_bits(t + (np.int64(1) | (t >> 63)))
-            m, k = b & _MAGNITUDE, t & _MAGNITUDE
-            missed += not (
-                (abs(f_a) < math.inf) & (m != 0) & (m < _INF_BITS) & (k != 0) & (k < _INF_BITS)
-            )
+            out_lo[i], out_hi[i], ordinary = steps_out(down_end, up_end)
+            missed += not ((abs(f_a) < math.inf) & ordinary)
         if not missed:
             return
     for n in range(lo.size):
         i = np.uint64(n)
         f_a, down_end, up_end = _gelu_element(lo[i], hi[i], erf_lo[i], erf_hi[i], point, c)
-        if missed:
-            m, k = _bits(down_end) & _MAGNITUDE, _bits(up_end) & _MAGNITUDE
-            if (abs(f_a) < math.inf) & (m != 0) & (m < _INF_BITS) & (k != 0) & (k < _INF_BITS):
-                continue  # written by the first pass
+        if missed and (abs(f_a) < math.inf) & steps_out(down_end, up_end)[2]:
+            continue  # written by the first pass
         if f_a != f_a or down_end != down_end or up_end != up_end:
             out_lo[i], out_hi[i] = -math.inf, math.inf
         else:

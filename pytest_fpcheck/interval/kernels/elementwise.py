@@ -16,7 +16,7 @@ import numpy as np
 from ...formats import Format
 from .. import fallbacks
 from ..jit import jit
-from ..rounding import _MAGNITUDE, _bits, _from_bits, _select
+from ..rounding import _select, steps_out
 from .base import (
     block_length,
     broadcast_flat,
@@ -73,9 +73,7 @@ def _sum64_usual(
     s_virtual, t_virtual = s - x_lo, t - x_hi
     s_error = (x_lo - (s - s_virtual)) + (y_lo - s_virtual)
     t_error = (x_hi - (t - t_virtual)) + (y_hi - t_virtual)
-    b, c = _bits(s), _bits(t)
-    below = _from_bits(b - (np.int64(1) | (b >> 63)))
-    above = _from_bits(c + (np.int64(1) | (c >> 63)))
+    below, above, _ = steps_out(s, t)
     infinite_lo = (abs(x_lo) == math.inf) | (abs(y_lo) == math.inf)
     infinite_hi = (abs(x_hi) == math.inf) | (abs(y_hi) == math.inf)
     # no inf - inf possible: the negation of _sum_element's ``opposite``
@@ -260,10 +258,8 @@ def _product64_usual(
         & (abs(high) < math.inf)
     )
     if step:
-        b, c = _bits(low), _bits(high)
-        low = _from_bits(b - (np.int64(1) | (b >> 63)))
-        high = _from_bits(c + (np.int64(1) | (c >> 63)))
-        usual &= ((b & _MAGNITUDE) != 0) & ((c & _MAGNITUDE) != 0)
+        low, high, ordinary = steps_out(low, high)
+        usual &= ordinary
     return low, high, usual
 
 

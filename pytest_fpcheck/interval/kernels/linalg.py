@@ -17,7 +17,7 @@ import numpy as np
 from ...formats import Format
 from .. import fallbacks
 from ..jit import jit
-from ..rounding import _INF_BITS, _MAGNITUDE, _bits, _from_bits, _select
+from ..rounding import _select, steps_out
 from .base import (
     bump,
     flat_views,
@@ -170,12 +170,8 @@ def _epilogue64_usual(
     the bumped radius below ``limit``, and m - r and m + r nonzero and finite. There the
     general path steps each end one unit of its pattern out and float64 keeps it."""
     r = _select(r >= 2.0**-1000, r * (1.0 + 2.0**-51), r + 2.0**-1022)  # bump(r)
-    b, t = _bits(m - r), _bits(m + r)
-    low = _from_bits(b - (np.int64(1) | (b >> 63)))
-    high = _from_bits(t + (np.int64(1) | (t >> 63)))
-    p, q = b & _MAGNITUDE, t & _MAGNITUDE
-    usual = (r < limit) & (abs(m) < math.inf) & (p != 0) & (p < _INF_BITS)
-    return low, high, usual & (q != 0) & (q < _INF_BITS)
+    low, high, ordinary = steps_out(m - r, m + r)
+    return low, high, (r < limit) & (abs(m) < math.inf) & ordinary
 
 
 @jit(cache=True, inline="always")

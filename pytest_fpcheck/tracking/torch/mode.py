@@ -457,6 +457,7 @@ class Tracker(Interposer):
             ends = {id(interval.lo), id(interval.hi)}
             owned = not ends & handed_over
             handed_over |= ends
+            summarised = summaries[position] if position < len(summaries) else None
             record = STORE.write(
                 tensor,
                 interval,
@@ -465,10 +466,12 @@ class Tracker(Interposer):
                 notes=notes,
                 in_place=in_place,
                 owned=owned,
-                summarised=summaries[position] if position < len(summaries) else None,
+                summarised=summarised,
             )
-            covered = record.lo.size == tensor.numel()
-            radius = record.max_radius if covered else summary(interval.lo, interval.hi)[0]
+            if record.lo.size == tensor.numel():  # the record is this output's
+                radius = record.max_radius
+            else:
+                radius = (summarised or summary(interval.lo, interval.hi))[0]
             own = max(radius - inherited_radius, 0.0)
             # a site that widened nothing is not kept: its description is not needed then
             record.provenance = (
@@ -485,7 +488,8 @@ def record_conversion(
     computed one), with the same site (``site``: the caller's, when it knows it: its many
     conversions then share one look-up of the user's frame), without the dispatch (module
     checks cast every replayed input). Nothing is recorded where the conversion is exact."""
-    joined = join_computed(*(float64_values(exact),) * 2, float64_values(converted))
+    values = float64_values(exact)
+    joined = join_computed(values, values, float64_values(converted))
     if joined is None:
         return
     lo, hi, summarised = joined
