@@ -11,8 +11,8 @@ dispatcher (Numba types it through ``_numba_type_`` and inlines it through ``py_
 :func:`cache_dir`: ``$FPCHECK_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/pytest-fpcheck``, else
 ``~/.cache/pytest-fpcheck`` (``%LOCALAPPDATA%`` on Windows), in a folder named after the Python
 and Numba versions and a digest of every source file compiled code can come from
-(:func:`source_digest`: ``interval/``, ``emulate/``, ``formats.py`` and the verdict's pass,
-``assertions/summary.py``). Numba itself keys a cached kernel by its own file only, so an edit
+(:func:`source_digest`: ``interval/``, ``emulate/``, ``formats.py``, the verdict's pass
+``assertions/summary.py`` and the stochastic truncation ``stochastic/truncation.py``). Numba itself keys a cached kernel by its own file only, so an edit
 of an inlined helper in another file (say ``rounding.py``) would run stale code; with the digest in the folder, an upgrade or an edit
 compiles afresh. The package's own folders are never written to. Where the cache folder cannot be
 created or written, kernels compile in memory (each process pays the compilation).
@@ -78,7 +78,13 @@ WARM_UP_SECONDS = 0.5
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 #: the sources compiled code is built from (kernels inline helpers across these files)
-_COMPILED_SOURCES = ("interval", "emulate", "formats.py", "assertions/summary.py")
+_COMPILED_SOURCES = (
+    "interval",
+    "emulate",
+    "formats.py",
+    "assertions/summary.py",
+    "stochastic/truncation.py",
+)
 
 
 def cache_root() -> Path:

@@ -534,20 +534,19 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
                 return None
             return functorch._remove_batch_dim(sigma, level, count, 0)
 
-    def _note_range(self, x: torch.Tensor, fmt: Format) -> bool:
+    def _note_range(self, x: torch.Tensor, fmt: Format, inside: bool | None = None) -> None:
         """Per sample: the samples with a value out of ``fmt``'s range are suspect."""
-        if in_range(x, fmt):  # one pass over the batch: the usual case
-            return True
+        if inside is None:
+            inside = in_range(x, fmt)
+        if inside:  # one pass over the batch, or none: the usual case
+            return
         low, high = torch.aminmax(x.reshape(self.count, -1), dim=1)
-        inside = (
+        rows = (
             torch.isfinite(low)
             & torch.isfinite(high)
             & (torch.maximum(-low, high) <= fmt.max_finite)
         ).tolist()
-        if all(inside):
-            return True
-        self._suspects = [s or not i for s, i in zip(self._suspects, inside, strict=True)]
-        return False
+        self._suspects = [s or not i for s, i in zip(self._suspects, rows, strict=True)]
 
     def _spread(self, wide: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """A conversion's source (with or without the samples' dimension) in the shape of its

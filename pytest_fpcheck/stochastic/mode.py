@@ -73,7 +73,7 @@ from .rounding import (
     add_noise,
     in_range,
     perturb_in_place_format,
-    round_stochastic,
+    round_checked,
 )
 
 __all__ = ["EXACT", "StochasticMode"]
@@ -372,9 +372,8 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if format_name == "float64":
             rounded = perturb_in_place_format(value, self.draw)
         else:
-            finite = in_range(value, fmt)
             target = getattr(torch, format_name)
-            rounded = round_stochastic(value, target, fmt, self.draw, finite=finite)
+            rounded, _ = round_checked(value, target, fmt, self.draw)
         result: np.ndarray = rounded.to(torch.float64).numpy()
         if (
             self.overflowed is None
@@ -424,11 +423,12 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         ):
             self.overflowed = functional
 
-    def _note_range(self, x: torch.Tensor, fmt: Format) -> bool:
-        """Is ``x`` finite and within ``fmt``'s range? If not, the operation is suspect."""
-        finite = in_range(x, fmt)
-        self._suspect |= not finite
-        return finite
+    def _note_range(self, x: torch.Tensor, fmt: Format, inside: bool | None = None) -> None:
+        """If ``x`` is not finite and within ``fmt``'s range (``inside``, when known), the
+        operation is suspect."""
+        if inside is None:
+            inside = in_range(x, fmt)
+        self._suspect |= not inside
 
     def _sigma(
         self,
@@ -468,6 +468,9 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     wide = self._call(func, wide_args, wide_kwargs)
                 except RuntimeError:  # a kernel without float64: its own result, perturbed
                     wide, wide_args, wide_kwargs = None, args, kwargs
+                if wide is not None and not mutable:  # no float32 run: only its dtypes
+                    targets = self._target_dtypes(func, flat, args, kwargs)
+                    return self._round_results(wide, targets, functional, wide_args, wide_kwargs)
             out = self._call(func, args, kwargs)
             return self._round_outputs(
                 out, out if wide is None else wide, functional, wide_args, wide_kwargs, mutable
@@ -485,10 +488,22 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             # a kernel that insists on its operand types: its own result, perturbed
             out = self._call(func, args, kwargs)
             return self._round_outputs(out, out, functional, args, kwargs, False)
+        return self._round_results(wide, targets, functional, wide_args, wide_kwargs)
+
+    def _round_results(
+        self,
+        wide: Any,
+        targets: list[torch.dtype | None],
+        functional: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """The results computed in a wider format, each tensor rounded to its dtype in a plain
+        run (``targets``)."""
         leaves, rebuild = _results(wide)
         return rebuild(
             [
-                self._round(leaf, target, functional, wide_args, wide_kwargs)
+                self._round(leaf, target, functional, args, kwargs)
                 if isinstance(leaf, torch.Tensor) and target is not None
                 else leaf
                 for leaf, target in zip(leaves, targets, strict=True)
@@ -558,8 +573,9 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def _onto(self, value: torch.Tensor, target: torch.dtype, fmt: Format) -> torch.Tensor:
         """``value`` stochastically rounded onto ``target``; a value that is not finite, or
         that may round beyond the format's range, makes this operation suspect of overflow."""
-        finite = self._note_range(value, fmt)
-        return round_stochastic(value, target, fmt, self.draw, finite=finite)
+        rounded, inside = round_checked(value, target, fmt, self.draw)
+        self._note_range(value, fmt, inside)
+        return rounded
 
     def _round_outputs(
         self,

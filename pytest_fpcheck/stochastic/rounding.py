@@ -58,6 +58,7 @@ __all__ = [
     "add_noise",
     "in_range",
     "perturb_in_place_format",
+    "round_checked",
     "round_stochastic",
 ]
 
@@ -274,6 +275,9 @@ class SampleRandom:
     "Calibration on Triton kernels"). The Gaussian accumulation terms and the one-step moves
     stay independent (offsets from ``SeedSequence((seed, index))``)."""
 
+    #: a sample rounds one row (a batch, :class:`BatchRandom`, one per sample)
+    rows = 1
+
     def __init__(self, pools: Pools, seed: int, index: int, count: int | None = None) -> None:
         self.pools = pools
         self.index, self.count = index, count
@@ -316,6 +320,18 @@ class SampleRandom:
         if self._common is not None and kind in _STRATIFIED:
             self._offset_position += 1
             self._stratum_position += 1
+
+    def window(self, kind: str, n: int) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+        """Where the next ``n`` numbers of the integer ``kind`` come from, as
+        :meth:`BatchRandom.window` gives them for a batch: the host's pool, and this sample's
+        start and shift (one row; the shift is 0 where the kind is not stratified)."""
+        pool = self.pool(kind, n)
+        start, stratum = self.locate(kind, n)
+        modulus = _STRATIFIED.get(kind)
+        shift = 0
+        if stratum is not None and self.count is not None and modulus is not None:
+            shift = (stratum * modulus) // self.count
+        return pool, np.array([start], dtype=np.int64), np.array([shift], dtype=np.int64)
 
     def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
         """``like.numel()`` numbers of ``kind`` in ``like``'s shape (a view of a pool, or the
@@ -414,6 +430,40 @@ class BatchRandom:
             if len(positions) == 1:
                 self._aligned = positions.pop()
 
+    def _located(
+        self, kind: str, n: int, dtype: torch.dtype
+    ) -> tuple[int | list[int], torch.Tensor | None]:
+        """Where each row reads its next ``n`` numbers of ``kind``: one start for all rows
+        (while they are aligned) or each row's, and each row's shift of a stratified kind
+        (as ``SampleRandom.take`` shifts it, in ``dtype``; None for a kind not stratified)."""
+        count = self.rows
+        modulus = _STRATIFIED.get(kind, 0)
+        if modulus != 0 and self._aligned is not None:
+            offset, position = self._aligned
+            size = pool_size(n)
+            start = self._common.offset(offset) % (size - n + 1)
+            self._aligned = (offset + 1, position + 1)
+            return start, self._shift(modulus, position, dtype)
+        located = [sample.locate(kind, n) for sample in self.samples]
+        starts = [start for start, _ in located]
+        if modulus == 0:
+            return starts, None
+        strata = [stratum for _, stratum in located]
+        if modulus is None:
+            return starts, torch.tensor([s / count for s in strata], dtype=dtype)  # type: ignore[operator]
+        return starts, torch.tensor([(s * modulus) // count for s in strata], dtype=dtype)  # type: ignore[operator]
+
+    def window(self, kind: str, n: int) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+        """Where the rows' next ``n`` numbers of the integer ``kind`` come from: the host's
+        pool, each row's start and shift (0 where the kind is not stratified); row ``i`` of
+        ``(pool[starts[i]:][:n] + shifts[i]) mod range`` is what :meth:`take` gives."""
+        pool = self.samples[0].pool(kind, n)
+        starts, shift = self._located(kind, n, pool.dtype)
+        rows = np.empty(self.rows, dtype=np.int64)
+        rows[:] = starts
+        shifts = np.zeros(self.rows, dtype=np.int64) if shift is None else shift.numpy()
+        return pool, rows, shifts.astype(np.int64, copy=False)
+
     def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
         """``like[0].numel()`` numbers of ``kind`` per row, in ``like``'s shape (``like``'s
         first dimension is the samples')."""
@@ -422,35 +472,20 @@ class BatchRandom:
         pool = self.samples[0].pool(kind, n, like.device)
         strides = _strides(shape)
         count = self.rows
-        modulus = _STRATIFIED.get(kind, 0)
-        if modulus != 0 and self._aligned is not None:
-            offset, position = self._aligned
-            size = pool_size(n)
-            start = self._common.offset(offset) % (size - n + 1)
-            self._aligned = (offset + 1, position + 1)
-            shift = self._shift(modulus, position, pool.dtype).to(pool.device)
+        starts, shift = self._located(kind, n, pool.dtype)
+        if isinstance(starts, int) or len(set(starts)) == 1:
+            start = starts if isinstance(starts, int) else starts[0]
             values = pool.as_strided((1, *shape), (0, *strides), start)
         else:
-            located = [sample.locate(kind, n) for sample in self.samples]
-            if len({start for start, _ in located}) == 1:
-                values = pool.as_strided((1, *shape), (0, *strides), located[0][0])
-            else:
-                starts = torch.tensor([start for start, _ in located], device=pool.device)
-                windows = pool.as_strided((pool.numel() - n + 1, n), (1, 1))
-                values = windows[starts].view(count, *shape)
-            if modulus == 0:
-                return values.expand(count, *shape)
-            strata = [stratum for _, stratum in located]
-            if modulus is None:
-                shift = torch.tensor([s / count for s in strata], dtype=pool.dtype)  # type: ignore[operator]
-            else:
-                shift = torch.tensor([(s * modulus) // count for s in strata], dtype=pool.dtype)  # type: ignore[operator]
-            shift = shift.to(pool.device)
+            windows = pool.as_strided((pool.numel() - n + 1, n), (1, 1))
+            values = windows[torch.tensor(starts, device=pool.device)].view(count, *shape)
+        if shift is None:
+            return values.expand(count, *shape)
         # each row shifted by its sample's stratum, as SampleRandom.take shifts it
-        shift = shift.view(count, *([1] * len(shape)))
-        if modulus is None:
+        shift = shift.to(pool.device).view(count, *([1] * len(shape)))
+        if _STRATIFIED[kind] is None:
             return values.add(shift).remainder_(1.0)
-        return values.add(shift).bitwise_and_(modulus - 1)
+        return values.add(shift).bitwise_and_(_STRATIFIED[kind] - 1)  # type: ignore[operator]
 
 
 #: a sample's draws, or a batch of samples' (row by row)
@@ -478,14 +513,16 @@ def _round_generic(x: torch.Tensor, fmt: Format, draw: Draw) -> torch.Tensor:
     return torch.where(torch.isfinite(x), result, x)
 
 
-#: (wide dtype, target dtype) -> (integer view, mask clearing the low bits dropped, pool,
-#: whether the target has the wide format's exponent range): the target's grid is the wide
-#: format's with those bits cleared, within the target's normal range
+#: (wide dtype, target dtype) -> (integer view, low bits dropped, pool, whether the target has
+#: the wide format's exponent range): the target's grid is the wide format's with those bits
+#: cleared, within the target's normal range
 _TRUNCATIONS = {
-    (torch.float32, torch.bfloat16): (torch.int32, -(1 << 16), "bits16", True),
-    (torch.float32, torch.float16): (torch.int32, -(1 << 13), "bits13", False),
-    (torch.float64, torch.float32): (torch.int64, -(1 << 29), "bits29", False),
+    (torch.float32, torch.bfloat16): (torch.int32, 16, "bits16", True),
+    (torch.float32, torch.float16): (torch.int32, 13, "bits13", False),
+    (torch.float64, torch.float32): (torch.int64, 29, "bits29", False),
 }
+_NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+_INTEGER = {torch.float32: np.int32, torch.float64: np.int64}
 
 
 def in_range(x: torch.Tensor, fmt: Format) -> bool:
@@ -497,48 +534,93 @@ def in_range(x: torch.Tensor, fmt: Format) -> bool:
     return math.isfinite(low) and math.isfinite(high) and max(-low, high) <= fmt.max_finite
 
 
-def round_stochastic(
-    x: torch.Tensor,
-    dtype: torch.dtype,
-    fmt: Format,
-    draw: Draw,
-    *,
-    finite: bool | None = None,
-) -> torch.Tensor:
+def round_stochastic(x: torch.Tensor, dtype: torch.dtype, fmt: Format, draw: Draw) -> torch.Tensor:
     """``x`` (float32 or float64, wider than ``fmt``) stochastically rounded onto ``fmt``'s grid,
-    as a tensor of ``dtype``. Non-finite values are converted as they are. ``finite``: whether
-    ``x`` is known to be finite (None: find out)."""
+    as a tensor of ``dtype``. Non-finite values are converted as they are."""
+    return round_checked(x, dtype, fmt, draw)[0]
+
+
+def round_checked(
+    x: torch.Tensor, dtype: torch.dtype, fmt: Format, draw: Draw
+) -> tuple[torch.Tensor, bool]:
+    """:func:`round_stochastic` and :func:`in_range` of ``x``. On the host, a rounding by
+    truncation does both in one compiled pass (:mod:`pytest_fpcheck.stochastic.truncation`),
+    the same bits as the tensor operations of elsewhere."""
     truncation = _TRUNCATIONS.get((x.dtype, dtype))
     if truncation is None:
-        return _round_generic(x, fmt, draw).to(dtype)
-    integer, mask, pool, same_range = truncation
-    rounded = x.view(integer).add(draw.take(pool, x)).bitwise_and_(mask).view(x.dtype)
-    if finite is None:
-        finite = math.isfinite(x.sum(dtype=torch.float64))
-    if not finite:  # a NaN's payload may carry: keep NaNs
+        inside = in_range(x, fmt)
+        return _round_generic(x, fmt, draw).to(dtype), inside
+    if x.device == _HOST and x.numel() > 0:
+        return _truncated_on_host(x, dtype, fmt, draw)
+    return _truncated_by_tensors(x, dtype, fmt, draw)
+
+
+def _truncated_by_tensors(
+    x: torch.Tensor, dtype: torch.dtype, fmt: Format, draw: Draw
+) -> tuple[torch.Tensor, bool]:
+    """:func:`round_checked` by truncation, in tensor operations (any device)."""
+    integer, dropped, kind, same_range = _TRUNCATIONS[(x.dtype, dtype)]
+    inside = in_range(x, fmt)
+    mask = -(1 << dropped)
+    rounded = x.view(integer).add(draw.take(kind, x)).bitwise_and_(mask).view(x.dtype)
+    if not inside:  # a NaN's payload may carry: keep NaNs
         rounded = torch.where(torch.isnan(x), x, rounded)
     rounded = rounded.to(dtype)
-    if same_range:
-        return rounded  # bfloat16 from float32: the same exponent range, subnormals included
-    # the target's subnormals, a coarser grid (zeros, which the truncation keeps, are not: a
-    # model's masked attention weights and ReLU outputs would take every rounding there)
-    magnitude = torch.abs(x)
-    tiny = (magnitude < fmt.smallest_normal) & (magnitude > 0)
-    if not bool(tiny.any()):
+    if not same_range:
+        magnitude = torch.abs(x)
+        tiny = (magnitude < fmt.smallest_normal) & (magnitude > 0)
+        _round_subnormals(x, rounded, fmt, draw, tiny.reshape(draw.rows, -1).any(1))
+    return rounded, inside
+
+
+def _truncated_on_host(
+    x: torch.Tensor, dtype: torch.dtype, fmt: Format, draw: Draw
+) -> tuple[torch.Tensor, bool]:
+    """:func:`round_checked` by truncation, in one compiled pass (host memory)."""
+    from .truncation import truncate
+
+    _, dropped, kind, same_range = _TRUNCATIONS[(x.dtype, dtype)]
+    rows = draw.rows
+    n = x.numel() // rows
+    pool, starts, shifts = draw.window(kind, n)
+    wide, integer = _NUMPY[x.dtype], _INTEGER[x.dtype]
+    largest = int(np.array(fmt.max_finite, dtype=wide).view(integer))
+    smallest = 0 if same_range else int(np.array(fmt.smallest_normal, dtype=wide).view(integer))
+    bits = x.reshape(rows, n).view(_SAME_WIDTH[x.element_size()]).numpy()
+    out, outside, tiny = truncate(bits, pool.numpy(), starts, shifts, dropped, largest, smallest)
+    rounded = torch.from_numpy(out).view(x.dtype).view(x.shape)
+    if outside:  # a NaN's payload may carry: keep NaNs
+        rounded = torch.where(torch.isnan(x), x, rounded)
+    rounded = rounded.to(dtype)
+    if not same_range:
+        _round_subnormals(x, rounded, fmt, draw, torch.from_numpy(tiny))
+    return rounded, not outside
+
+
+def _round_subnormals(
+    x: torch.Tensor, rounded: torch.Tensor, fmt: Format, draw: Draw, rows: torch.Tensor
+) -> None:
+    """Round into ``rounded`` the values of ``x`` in ``fmt``'s subnormal range, a coarser grid
+    than the truncation's (zeros, which the truncation keeps, are not: a model's masked
+    attention weights and ReLU outputs would take every rounding there). ``rows``: which rows
+    (of a batch; the one row of a sample) hold such a value."""
+    if not bool(rows.any()):
         draw.skip("uniform")  # what the subnormal road would have drawn
-    elif isinstance(draw, BatchRandom):  # each row with its own sample's draws
-        rows = set(tiny.reshape(draw.rows, -1).any(1).nonzero().flatten().tolist())
-        for row in range(draw.rows):
-            if row in rows:
-                rounded[row][tiny[row]] = _round_generic(x[row][tiny[row]], fmt, draw.row(row)).to(
-                    dtype
-                )
+        return
+    dtype = rounded.dtype
+    if isinstance(draw, BatchRandom):  # each row with its own sample's draws
+        for row, has in enumerate(rows.tolist()):
+            if has:
+                magnitude = torch.abs(x[row])
+                tiny = (magnitude < fmt.smallest_normal) & (magnitude > 0)
+                rounded[row][tiny] = _round_generic(x[row][tiny], fmt, draw.row(row)).to(dtype)
             else:
                 draw.row(row).skip("uniform")
         draw.realign()  # every sample drew once: together again
-    else:
-        rounded[tiny] = _round_generic(x[tiny], fmt, draw).to(dtype)
-    return rounded
+        return
+    magnitude = torch.abs(x)
+    tiny = (magnitude < fmt.smallest_normal) & (magnitude > 0)
+    rounded[tiny] = _round_generic(x[tiny], fmt, draw).to(dtype)
 
 
 def perturb_in_place_format(y: torch.Tensor, draw: Draw) -> torch.Tensor:

@@ -44,6 +44,7 @@ all take the same way; the samples' spread is then a slightly conservative estim
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import math
 import pickle
@@ -333,7 +334,9 @@ def stochastic_bounds(
     return tree_unflatten(bounds, treespec_loads(first.structure))
 
 
+@functools.lru_cache(maxsize=64)
 def _t_quantile(probability: float, freedom: int) -> float:
+    """Student's t quantile (remembered: scipy's takes longer than a small model's sample)."""
     from scipy import stats
 
     return float(stats.t.ppf(probability, freedom))
