@@ -3,7 +3,11 @@
 pytester's in-process runs restore ``sys.modules`` afterwards; a module first imported inside
 such a run would be removed and imported a second time by a later test, which torch, triton and
 the tracking rules (registered once per process) do not survive. Importing them here, once,
-keeps them in every snapshot. Import-laziness is
+keeps them in every snapshot. Numba too: it imports modules while it compiles
+(``numba.core.boxing`` at a first compilation), whose registrations a second import repeats
+("duplicate registration for Boolean"), so one small function is compiled here, and a test
+using pytester waits until the kernels the warm-up thread is compiling are ready (a
+compilation running through an in-process run would import inside it). Import-laziness is
 tested in subprocesses (tests/test_imports.py), which this does not affect.
 
 The suite turns warnings into errors (pyproject.toml); pytest-benchmark's own warning is ignored
@@ -23,6 +27,20 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 for _backend in ("torch", "triton", "pytest_fpcheck.tracking.track"):
     with contextlib.suppress(ImportError):
         __import__(_backend)
+
+with contextlib.suppress(ImportError):
+    import numba
+
+    numba.njit(lambda x: x > 0.0)(1.0)
+
+
+@pytest.fixture(autouse=True)
+def _no_compilation_across_pytester(request: pytest.FixtureRequest) -> None:
+    """Before a test that runs pytest in-process: the warm-up thread's compilations done."""
+    if "pytester" in request.fixturenames:
+        from pytest_fpcheck.interval.jit import wait_for_kernels
+
+        wait_for_kernels()
 
 
 def pytest_configure(config: pytest.Config) -> None:

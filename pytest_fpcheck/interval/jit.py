@@ -12,8 +12,9 @@ dispatcher (Numba types it through ``_numba_type_`` and inlines it through ``py_
 ``~/.cache/pytest-fpcheck`` (``%LOCALAPPDATA%`` on Windows), in a folder named after the Python
 and Numba versions and a digest of every source file compiled code can come from
 (:func:`source_digest`: ``interval/``, ``emulate/``, ``formats.py``, the verdict's pass
-``assertions/summary.py`` and the stochastic truncation ``stochastic/truncation.py``). Numba itself keys a cached kernel by its own file only, so an edit
-of an inlined helper in another file (say ``rounding.py``) would run stale code; with the digest in the folder, an upgrade or an edit
+``assertions/summary.py`` and stochastic arithmetic's ``stochastic/kernels.py``). Numba itself
+keys a cached kernel by its own file only, so an edit of an inlined helper in another file (say
+``rounding.py``) would run stale code; with the digest in the folder, an upgrade or an edit
 compiles afresh. The package's own folders are never written to. Where the cache folder cannot be
 created or written, kernels compile in memory (each process pays the compilation).
 
@@ -83,7 +84,7 @@ _COMPILED_SOURCES = (
     "emulate",
     "formats.py",
     "assertions/summary.py",
-    "stochastic/truncation.py",
+    "stochastic/kernels.py",
 )
 
 

@@ -73,10 +73,13 @@ from .memo import Memo
 __all__ = [
     "ACCUMULATIONS",
     "KAPPA",
+    "PRODUCTS",
     "SCANS",
     "accumulation_sigma",
     "kernel_scan_noise",
     "kernel_sigma",
+    "product_scales",
+    "product_terms",
 ]
 
 #: the average variance of one stochastic rounding of ``s``, in units of ``u**2 s**2``
@@ -151,6 +154,40 @@ def _product_sigma(
 
 def _alpha(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
     return float(kwargs.get("alpha", 1.0))
+
+
+#: matrix products whose Gaussian term a compiled pass adds from their operands' norms
+#: (:func:`~pytest_fpcheck.stochastic.rounding.add_product_noise`): the positions of ``a`` and
+#: ``b`` among the arguments, and whether the product is scaled by ``alpha``
+PRODUCTS: dict[str, tuple[int, int, bool]] = {
+    "aten.mm": (0, 1, False),
+    "aten.bmm": (0, 1, False),
+    "aten.addmm": (1, 2, True),
+    "aten.baddbmm": (1, 2, True),
+}
+
+
+def product_terms(
+    packet: str, args: tuple[Any, ...], memo: Memo
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The squared norms of the rows of ``a`` and of the columns of ``b`` in ``packet``'s
+    ``a @ b`` (in float32, or float64 for float64 operands; a parameter's once per call)."""
+    first, second, _ = PRODUCTS[packet]
+    a, b = args[first], args[second]
+    return _row_squares(a, memo), _row_squares(b.transpose(-1, -2), memo)
+
+
+def product_scales(
+    packet: str, args: tuple[Any, ...], kwargs: dict[str, Any], u: float
+) -> tuple[float, float]:
+    """``(KAPPA u**2 K / 3, KAPPA u**2 alpha**2 / 6)``: the sequential model's variance of
+    ``packet``'s element ``(i, j)`` is the first times ``total**2`` plus the second times
+    ``|a_i|**2 |b_j|**2`` (``Q_ij K``, module docstring)."""
+    first, _, scaled = PRODUCTS[packet]
+    k = args[first].shape[-1]
+    scale = _alpha(args, kwargs) if scaled else 1.0
+    base = KAPPA * u * u
+    return base * k / 3, base * scale * scale / 6
 
 
 def _convolution_sigma(

@@ -534,6 +534,24 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
                 return None
             return functorch._remove_batch_dim(sigma, level, count, 0)
 
+    def _product_terms(
+        self, functional: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The norms of each sample's operands (those every sample shares computed once)."""
+        positions = self._positions
+        if not positions:
+            return super()._product_terms(functional, args, kwargs)
+        flat = _leaves(args) + _leaves(tuple(kwargs.values()))
+        rows = [flat[i] for i in positions]
+        count = self.count
+        with _vmap_level(count) as level:
+            inner_args, inner_kwargs = _batched(args, kwargs, positions, rows, level)
+            terms = super()._product_terms(functional, inner_args, inner_kwargs)
+            return (
+                functorch._remove_batch_dim(terms[0], level, count, 0),
+                functorch._remove_batch_dim(terms[1], level, count, 0),
+            )
+
     def _note_range(self, x: torch.Tensor, fmt: Format, inside: bool | None = None) -> None:
         """Per sample: the samples with a value out of ``fmt``'s range are suspect."""
         if inside is None:

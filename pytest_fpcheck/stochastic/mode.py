@@ -62,15 +62,19 @@ from ..formats import FORMATS, Format
 from ..tracking.triton.scope import close_block, open_block
 from .accumulation import (
     ACCUMULATIONS,
+    PRODUCTS,
     SCANS,
     accumulation_sigma,
     kernel_scan_noise,
     kernel_sigma,
+    product_scales,
+    product_terms,
 )
 from .memo import Memo
 from .rounding import (
     Draw,
     add_noise,
+    add_product_noise,
     in_range,
     perturb_in_place_format,
     round_checked,
@@ -552,23 +556,48 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if fmt is None or wide.dtype not in _FORMATS:
             return wide.to(target) if wide.dtype != target else wide
         self.ops += 1
-        sigma = None
-        if functional in ACCUMULATIONS:
-            accumulator = _FLOAT64 if target == torch.float64 else _FLOAT32
-            sigma = self._sigma(functional, args, kwargs, wide, accumulator.unit_roundoff)
+        accumulation = functional in ACCUMULATIONS
+        u = (_FLOAT64 if target == torch.float64 else _FLOAT32).unit_roundoff
         if wide.dtype != target and _narrower(target, wide.dtype):
-            value = wide if sigma is None else add_noise(wide, sigma, self.draw)
-            return self._onto(value, target, fmt)
+            if accumulation:
+                wide = self._noisy(functional, args, kwargs, wide, u, wide.dtype)
+            return self._onto(wide, target, fmt)
         own = wide.to(target)
-        if sigma is None:
+        if not accumulation:
             self._note_range(own, fmt)
             return perturb_in_place_format(own, self.draw)
         if target == torch.float64:
-            noisy = add_noise(own, sigma, self.draw)
+            noisy = self._noisy(functional, args, kwargs, own, u, target)
             self._note_range(noisy, fmt)
             return perturb_in_place_format(noisy, self.draw)
         wider = torch.float64 if target == torch.float32 else torch.float32
-        return self._onto(add_noise(own.to(wider), sigma, self.draw), target, fmt)
+        return self._onto(self._noisy(functional, args, kwargs, own, u, wider), target, fmt)
+
+    def _noisy(
+        self,
+        functional: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        total: torch.Tensor,
+        u: float,
+        dtype: torch.dtype,
+    ) -> torch.Tensor:
+        """``total`` plus its accumulation's Gaussian term, in ``dtype``: a float32 matrix
+        product in host memory in one compiled pass from its operands' norms, anything else
+        from its standard deviation."""
+        if functional in PRODUCTS and total.dtype == torch.float32 and total.device.type == "cpu":
+            rows, columns = self._product_terms(functional, args, kwargs)
+            scales = product_scales(functional, args, kwargs, u)
+            return add_product_noise(total, rows, columns, scales, self.draw, dtype)
+        sigma = self._sigma(functional, args, kwargs, total, u)
+        assert sigma is not None  # an accumulation
+        return add_noise(total.to(dtype), sigma, self.draw)
+
+    def _product_terms(
+        self, functional: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The squared norms of a product's rows and columns."""
+        return product_terms(functional, args, self.memo)
 
     def _onto(self, value: torch.Tensor, target: torch.dtype, fmt: Format) -> torch.Tensor:
         """``value`` stochastically rounded onto ``target``; a value that is not finite, or

@@ -56,6 +56,7 @@ __all__ = [
     "Pools",
     "SampleRandom",
     "add_noise",
+    "add_product_noise",
     "in_range",
     "perturb_in_place_format",
     "round_checked",
@@ -544,7 +545,7 @@ def round_checked(
     x: torch.Tensor, dtype: torch.dtype, fmt: Format, draw: Draw
 ) -> tuple[torch.Tensor, bool]:
     """:func:`round_stochastic` and :func:`in_range` of ``x``. On the host, a rounding by
-    truncation does both in one compiled pass (:mod:`pytest_fpcheck.stochastic.truncation`),
+    truncation does both in one compiled pass (:mod:`pytest_fpcheck.stochastic.kernels`),
     the same bits as the tensor operations of elsewhere."""
     truncation = _TRUNCATIONS.get((x.dtype, dtype))
     if truncation is None:
@@ -577,7 +578,7 @@ def _truncated_on_host(
     x: torch.Tensor, dtype: torch.dtype, fmt: Format, draw: Draw
 ) -> tuple[torch.Tensor, bool]:
     """:func:`round_checked` by truncation, in one compiled pass (host memory)."""
-    from .truncation import truncate
+    from .kernels import truncate
 
     _, dropped, kind, same_range = _TRUNCATIONS[(x.dtype, dtype)]
     rows = draw.rows
@@ -587,11 +588,13 @@ def _truncated_on_host(
     largest = int(np.array(fmt.max_finite, dtype=wide).view(integer))
     smallest = 0 if same_range else int(np.array(fmt.smallest_normal, dtype=wide).view(integer))
     bits = x.reshape(rows, n).view(_SAME_WIDTH[x.element_size()]).numpy()
-    out, outside, tiny = truncate(bits, pool.numpy(), starts, shifts, dropped, largest, smallest)
-    rounded = torch.from_numpy(out).view(x.dtype).view(x.shape)
+    high = dtype == torch.bfloat16  # the kernel gives bfloat16's patterns
+    out, outside, tiny = truncate(
+        bits, pool.numpy(), starts, shifts, dropped, largest, smallest, high
+    )
+    rounded = torch.from_numpy(out).view(dtype if high else x.dtype).view(x.shape).to(dtype)
     if outside:  # a NaN's payload may carry: keep NaNs
-        rounded = torch.where(torch.isnan(x), x, rounded)
-    rounded = rounded.to(dtype)
+        rounded = torch.where(torch.isnan(x), x.to(dtype), rounded)
     if not same_range:
         _round_subnormals(x, rounded, fmt, draw, torch.from_numpy(tiny))
     return rounded, not outside
@@ -630,6 +633,40 @@ def perturb_in_place_format(y: torch.Tensor, draw: Draw) -> torch.Tensor:
     moved = (y.view(integer) + draw.take("step", y)).to(integer).view(y.dtype)
     keep = (y == 0) | ~torch.isfinite(moved) | ~torch.isfinite(y)
     return torch.where(keep, y, moved)
+
+
+def add_product_noise(
+    total: torch.Tensor,
+    rows: torch.Tensor,
+    columns: torch.Tensor,
+    scales: tuple[float, float],
+    draw: Draw,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """``total + sigma * Z`` in ``dtype`` for a float32 matrix product ``total`` in host
+    memory (its last two dimensions; for a batch, the samples' first), ``Z`` standard normal
+    as :func:`add_noise` draws it, ``sigma = sqrt(total**2 c + rows_i columns_j d)`` in float32
+    for ``scales = (c, d)``, ``rows`` and ``columns`` the squared norms of the product's rows
+    and columns, broadcast over its leading dimensions (the sequential model of
+    :mod:`pytest_fpcheck.stochastic.accumulation`): one compiled pass
+    (:mod:`pytest_fpcheck.stochastic.kernels`), where the tensor operations took eight."""
+    from .kernels import product_noise
+
+    if total.numel() == 0:
+        return total.to(dtype)
+    m, n = total.shape[-2], total.shape[-1]
+    groups = total.numel() // (m * n)
+    pool, starts, _ = draw.window("normal", total.numel() // draw.rows)
+    out = product_noise(
+        total.reshape(groups, m, n).numpy(),
+        rows.to(torch.float32).expand(total.shape[:-1]).reshape(groups, m).numpy(),
+        columns.to(torch.float32).expand(*total.shape[:-2], n).reshape(groups, n).numpy(),
+        scales,
+        pool.numpy(),
+        starts,
+        dtype == torch.float64,
+    )
+    return torch.from_numpy(out).view(total.shape)
 
 
 def add_noise(y: torch.Tensor, sigma: torch.Tensor, draw: Draw) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The compiled stochastic truncation (``stochastic/truncation.py``): its NumPy twin gives the
+"""The compiled stochastic truncation (``stochastic/kernels.py``): its NumPy twin gives the
 same bits and flags, and on the host it rounds exactly as the tensor operations do elsewhere
 (the same bits, the same range verdict, the draws advanced alike), on adversarial values:
 NaN, infinities, signed zeros, the target's largest values (whose rounding may carry to
@@ -16,8 +16,13 @@ from pytest_fpcheck import formats as F
 torch = pytest.importorskip("torch")
 
 from pytest_fpcheck.stochastic import rounding  # noqa: E402
+from pytest_fpcheck.stochastic.kernels import (  # noqa: E402
+    _product_noise,
+    _truncate,
+    product_noise,
+    truncate,
+)
 from pytest_fpcheck.stochastic.rounding import BatchRandom, Pools, SampleRandom  # noqa: E402
-from pytest_fpcheck.stochastic.truncation import _truncate, truncate  # noqa: E402
 
 CASES = [
     (torch.float32, torch.bfloat16),
@@ -46,23 +51,24 @@ def _bits(x: torch.Tensor) -> torch.Tensor:
     return x.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()])
 
 
-@pytest.mark.parametrize("width", [np.int32, np.int64])
-def test_the_twin_gives_the_compiled_bits_and_flags(width: type) -> None:
+@pytest.mark.parametrize(("width", "half"), [(np.int32, 0), (np.int32, 16), (np.int64, 0)])
+def test_the_twin_gives_the_compiled_bits_and_flags(width: type, half: int) -> None:
     rng = np.random.default_rng(1)
     info = np.iinfo(width)
     bits = rng.integers(info.min, info.max, (4, 700), dtype=width, endpoint=True)
     bits[:, :4] = [0, info.min, info.max, -1]  # zeros, NaN patterns of both signs
     strided = np.broadcast_to(bits[1], (3, 700))  # rows sharing one value (stride 0)
     pool = rng.integers(0, 1 << 20, 1 << 12, dtype=width)
-    dropped = 13 if width == np.int32 else 29
+    dropped = 16 if half else 13 if width == np.int32 else 29
     largest = int(np.float32(65504.0).view(np.int32)) if width == np.int32 else 0x47EFFFFFE0000000
     smallest = 0x38800000 if width == np.int32 else 0x3810000000000000
+    kind = np.int16 if half else width
     for rows in (bits, strided):
         starts = rng.integers(0, pool.size - 700, rows.shape[0])
         shifts = rng.integers(0, 1 << dropped, rows.shape[0])
         low = (1 << dropped) - 1
-        constants = (low, -(1 << dropped), int(info.max), largest, smallest)
-        compiled, twin = np.empty_like(rows), np.empty_like(rows)
+        constants = (low, -(1 << dropped), int(info.max), largest, smallest, half)
+        compiled, twin = np.empty(rows.shape, kind), np.empty(rows.shape, kind)
         flags = _truncate.dispatcher(rows, pool, starts, shifts, constants, compiled)
         twin_flags = _truncate.fallback(rows, pool, starts, shifts, constants, twin)
         assert np.array_equal(compiled, twin)
@@ -70,8 +76,8 @@ def test_the_twin_gives_the_compiled_bits_and_flags(width: type) -> None:
         assert np.array_equal(flags[1], twin_flags[1])
         # what the rule says, written out for row 0
         drawn = (pool[starts[0] : starts[0] + 700].astype(np.int64) + shifts[0]) & low
-        expected = ((rows[0].astype(np.int64) + drawn) & -(1 << dropped)).astype(width)
-        assert np.array_equal(compiled[0], expected)
+        truncated = (rows[0].astype(np.int64) + drawn) & -(1 << dropped)
+        assert np.array_equal(compiled[0], (truncated >> half).astype(kind))
 
 
 @pytest.mark.parametrize("eager", [False, True])
@@ -97,6 +103,9 @@ def test_zeros_are_not_flagged_as_subnormal_and_a_subnormal_is(
 
 
 def test_bad_arrays_are_refused_naming_them() -> None:
+    int64 = np.zeros((1, 3), np.int64)
+    with pytest.raises(ValueError, match=r"high halves of 32-bit patterns.*not int64"):
+        truncate(int64, int64[0], int64[0, :1], int64[0, :1], 29, 0, 0, high=True)
     with pytest.raises(ValueError, match=r"int32 or int64.*float64"):
         truncate(
             np.zeros((1, 3)), np.zeros(8), np.zeros(1, np.int64), np.zeros(1, np.int64), 13, 0, 0
@@ -149,3 +158,85 @@ def test_on_the_host_the_compiled_pass_rounds_as_the_tensor_operations(
     like = torch.empty(rows, 100) if rows > 1 else torch.empty(100)
     for kind in ("uniform", "bits16", "bits29"):
         assert torch.equal(host.take(kind, like), tensors.take(kind, like)), kind
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_the_product_noise_twin_gives_the_compiled_bits(wide: bool) -> None:
+    rng = np.random.default_rng(2)
+    total = (rng.standard_normal((6, 5, 7)) * 2.0 ** rng.integers(-30, 30, (6, 5, 7))).astype(
+        np.float32
+    )
+    total[0, 0, :3] = [0.0, -0.0, np.finfo(np.float32).max]
+    rows = np.abs(rng.standard_normal((6, 5))).astype(np.float32)
+    columns = np.abs(rng.standard_normal((6, 7))).astype(np.float32)
+    rows[1] = 0.0
+    pool = rng.standard_normal(1 << 12).astype(np.float32)
+    starts = np.array([17, 1000, 2500], dtype=np.int64)  # three samples of two groups
+    scales = (0.36 * 2.0**-48 * 64 / 3, 0.36 * 2.0**-48 / 6)
+    compiled = np.empty(total.shape, np.float64 if wide else np.float32)
+    twin = np.empty_like(compiled)
+    _product_noise.dispatcher(total, rows, columns, scales, pool, starts, 2, wide, compiled)
+    _product_noise.fallback(total, rows, columns, scales, pool, starts, 2, wide, twin)
+    assert np.array_equal(compiled.view(np.uint8), twin.view(np.uint8))
+    # group 3 is sample 1's second: its numbers follow the first group's
+    z = pool[1000 + 35 : 1000 + 70].reshape(5, 7).astype(np.float64)
+    sigma = np.sqrt(
+        total[3].astype(np.float64) ** 2 * scales[0] + np.outer(rows[3], columns[3]) * scales[1]
+    )
+    assert np.allclose(compiled[3], total[3] + sigma * z, rtol=1e-5, atol=0)
+
+
+def test_product_noise_refuses_arrays_it_cannot_read() -> None:
+    f32 = np.zeros((2, 2, 2), np.float32)
+    starts = np.zeros(1, np.int64)
+    with pytest.raises(ValueError, match="rows of float32 expected, not float64"):
+        product_noise(f32, np.zeros((2, 2)), f32[0], (1.0, 1.0), f32.ravel(), starts, True)
+    with pytest.raises(ValueError, match="2 groups do not divide among 3 samples"):
+        product_noise(f32, f32[0], f32[0], (1.0, 1.0), f32.ravel(), np.zeros(3, np.int64), True)
+
+
+@pytest.mark.parametrize("draws", ["alone", "batch"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("packet", ["aten.addmm", "aten.bmm"])
+def test_the_compiled_product_noise_is_the_accumulation_model(
+    draws: str, dtype: torch.dtype, packet: str
+) -> None:
+    """The compiled pass adds what the tensor operations add (the standard deviation of
+    accumulation.py's sequential model, the same normal numbers), to float32's last bits,
+    and leaves the draws where they leave them."""
+    from pytest_fpcheck.stochastic.accumulation import (
+        accumulation_sigma,
+        product_scales,
+        product_terms,
+    )
+    from pytest_fpcheck.stochastic.memo import Memo
+    from pytest_fpcheck.stochastic.rounding import add_noise, add_product_noise
+
+    generator = torch.Generator().manual_seed(3)
+    rows = 4 if draws == "batch" else 1
+    if packet == "aten.addmm":
+        a, b = torch.randn(6, 40, generator=generator), torch.randn(40, 9, generator=generator)
+        args: tuple = (torch.zeros(9), a, b)
+        kwargs = {"alpha": 0.5}
+        total = torch.addmm(*args, **kwargs)
+    else:
+        a, b = (
+            torch.randn(3, 6, 40, generator=generator),
+            torch.randn(3, 40, 9, generator=generator),
+        )
+        args, kwargs = (a, b), {}
+        total = torch.bmm(a, b)
+    if rows > 1:
+        total = total.expand(rows, *total.shape)
+    u = 2.0**-24
+    host, tensors = _draws(draws, 8, 4, 0), _draws(draws, 8, 4, 0)
+    terms = product_terms(packet, args, Memo())
+    got = add_product_noise(total, *terms, product_scales(packet, args, kwargs, u), host, dtype)
+    sigma = accumulation_sigma(packet, args, kwargs, total, u, Memo())
+    assert sigma is not None
+    expected = add_noise(total.to(dtype), sigma, tensors)
+    assert got.dtype == dtype
+    assert torch.allclose(got, expected, rtol=2e-6, atol=0)
+    assert not torch.equal(got, total.to(dtype))
+    like = torch.empty(rows, 50) if rows > 1 else torch.empty(50)
+    assert torch.equal(host.take("normal", like), tensors.take("normal", like))
