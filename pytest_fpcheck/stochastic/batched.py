@@ -20,8 +20,8 @@ rounding, which makes it a batch.
 The samples are the same, bit for bit, as those the samples run one at a time give:
 
 * each row draws exactly the numbers its sample draws alone;
-* matrix products and convolutions (and their accumulation terms' row norms) are computed one
-  sample at a time, as ``samples`` calls of the kernel each sample makes alone: a batched
+* matrix products and convolutions (and the accumulation terms of matrix-vector and dot
+  products) are computed one sample at a time, as ``samples`` calls of the kernel each sample makes alone: a batched
   product of ``samples`` times the rows runs another BLAS blocking (measured: a 4096 x 1024
   float32 product differed from the sixteen 256 x 1024 ones in most elements' last bit); each
   call writes its row of the batch;
@@ -533,24 +533,6 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
             if sigma is None:
                 return None
             return functorch._remove_batch_dim(sigma, level, count, 0)
-
-    def _product_terms(
-        self, functional: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The norms of each sample's operands (those every sample shares computed once)."""
-        positions = self._positions
-        if not positions:
-            return super()._product_terms(functional, args, kwargs)
-        flat = _leaves(args) + _leaves(tuple(kwargs.values()))
-        rows = [flat[i] for i in positions]
-        count = self.count
-        with _vmap_level(count) as level:
-            inner_args, inner_kwargs = _batched(args, kwargs, positions, rows, level)
-            terms = super()._product_terms(functional, inner_args, inner_kwargs)
-            return (
-                functorch._remove_batch_dim(terms[0], level, count, 0),
-                functorch._remove_batch_dim(terms[1], level, count, 0),
-            )
 
     def _note_range(self, x: torch.Tensor, fmt: Format, inside: bool | None = None) -> None:
         """Per sample: the samples with a value out of ``fmt``'s range are suspect."""

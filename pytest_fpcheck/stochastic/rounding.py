@@ -388,22 +388,23 @@ class BatchRandom:
         #: the common position of every sample, or None once they differ
         self._aligned: tuple[int, int] | None = (0, 0)
         #: modulus -> each operation's shifts of the rows (operation x row), as take() adds them
-        self._shifts: dict[int | None, torch.Tensor] = {}
+        self._shifts: dict[int | None, np.ndarray] = {}
 
-    def _shift(self, modulus: int | None, position: int, dtype: torch.dtype) -> torch.Tensor:
+    def _shift(self, modulus: int | None, position: int, dtype: torch.dtype) -> np.ndarray:
         """The rows' shifts of the stratified numbers of operation ``position``: ``s / count``
         (rounded to the pool's float32 from the float64 quotient, as a Python float added to a
-        float32 tensor is) or ``(s * modulus) // count``."""
+        float32 tensor is) or ``(s * modulus) // count``, in the pool's ``dtype``."""
         shifts = self._shifts.get(modulus)
         if shifts is None or shifts.shape[0] <= position:
             self._common.stratum(position, 0)  # drawn up to here
             strata = torch.tensor(self._common.strata, dtype=torch.int64)
             if modulus is None:
-                shifts = (strata.double() / self.rows).to(dtype)
+                table = (strata.double() / self.rows).to(dtype)
             else:
-                shifts = ((strata * modulus) // self.rows).to(dtype)
-            self._shifts[modulus] = shifts
-        return shifts[position]
+                table = ((strata * modulus) // self.rows).to(dtype)
+            shifts = self._shifts[modulus] = table.numpy()
+        row: np.ndarray = shifts[position]
+        return row
 
     def row(self, index: int) -> SampleRandom:
         """Sample ``index``'s own draws (its positions then move apart from the others')."""
@@ -433,26 +434,28 @@ class BatchRandom:
 
     def _located(
         self, kind: str, n: int, dtype: torch.dtype
-    ) -> tuple[int | list[int], torch.Tensor | None]:
+    ) -> tuple[int | list[int], np.ndarray | None]:
         """Where each row reads its next ``n`` numbers of ``kind``: one start for all rows
         (while they are aligned) or each row's, and each row's shift of a stratified kind
         (as ``SampleRandom.take`` shifts it, in ``dtype``; None for a kind not stratified)."""
         count = self.rows
         modulus = _STRATIFIED.get(kind, 0)
-        if modulus != 0 and self._aligned is not None:
+        if modulus == 0:  # each sample's own offsets (SampleRandom.locate's, without its checks)
+            bound = pool_size(n) - n + 1
+            return [sample._own.below(bound) for sample in self.samples], None
+        if self._aligned is not None:
             offset, position = self._aligned
-            size = pool_size(n)
-            start = self._common.offset(offset) % (size - n + 1)
+            start = self._common.offset(offset) % (pool_size(n) - n + 1)
             self._aligned = (offset + 1, position + 1)
             return start, self._shift(modulus, position, dtype)
         located = [sample.locate(kind, n) for sample in self.samples]
         starts = [start for start, _ in located]
-        if modulus == 0:
-            return starts, None
         strata = [stratum for _, stratum in located]
         if modulus is None:
-            return starts, torch.tensor([s / count for s in strata], dtype=dtype)  # type: ignore[operator]
-        return starts, torch.tensor([(s * modulus) // count for s in strata], dtype=dtype)  # type: ignore[operator]
+            shifts = torch.tensor([s / count for s in strata], dtype=dtype)  # type: ignore[operator]
+        else:
+            shifts = torch.tensor([(s * modulus) // count for s in strata], dtype=dtype)  # type: ignore[operator]
+        return starts, shifts.numpy()
 
     def window(self, kind: str, n: int) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
         """Where the rows' next ``n`` numbers of the integer ``kind`` come from: the host's
@@ -462,7 +465,7 @@ class BatchRandom:
         starts, shift = self._located(kind, n, pool.dtype)
         rows = np.empty(self.rows, dtype=np.int64)
         rows[:] = starts
-        shifts = np.zeros(self.rows, dtype=np.int64) if shift is None else shift.numpy()
+        shifts = np.zeros(self.rows, dtype=np.int64) if shift is None else shift
         return pool, rows, shifts.astype(np.int64, copy=False)
 
     def take(self, kind: str, like: torch.Tensor) -> torch.Tensor:
@@ -483,10 +486,10 @@ class BatchRandom:
         if shift is None:
             return values.expand(count, *shape)
         # each row shifted by its sample's stratum, as SampleRandom.take shifts it
-        shift = shift.to(pool.device).view(count, *([1] * len(shape)))
+        rows = torch.from_numpy(shift).to(pool.device).view(count, *([1] * len(shape)))
         if _STRATIFIED[kind] is None:
-            return values.add(shift).remainder_(1.0)
-        return values.add(shift).bitwise_and_(_STRATIFIED[kind] - 1)  # type: ignore[operator]
+            return values.add(rows).remainder_(1.0)
+        return values.add(rows).bitwise_and_(_STRATIFIED[kind] - 1)  # type: ignore[operator]
 
 
 #: a sample's draws, or a batch of samples' (row by row)
