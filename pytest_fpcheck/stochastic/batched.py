@@ -21,8 +21,9 @@ The samples are the same, bit for bit, as those the samples run one at a time gi
 
 * each row draws exactly the numbers its sample draws alone;
 * matrix products and convolutions (and the accumulation terms of matrix-vector and dot
-  products) are computed one sample at a time, as ``samples`` calls of the kernel each sample makes alone: a batched
-  product of ``samples`` times the rows runs another BLAS blocking (measured: a 4096 x 1024
+  products) are computed one sample at a time, as ``samples`` calls of the kernel each
+  sample makes alone: a batched product of ``samples`` times the rows runs another BLAS
+  blocking (measured: a 4096 x 1024
   float32 product differed from the sixteen 256 x 1024 ones in most elements' last bit); each
   call writes its row of the batch;
 * everything else runs batched: element-wise operations compute each element alone, and

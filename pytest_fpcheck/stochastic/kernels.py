@@ -95,6 +95,20 @@ def _truncate(
     return outside, tiny
 
 
+def _check_window(pool: np.ndarray, starts: np.ndarray, length: int, rows: int) -> None:
+    """``rows`` starts (int64), each reading ``length`` numbers inside the 1-D ``pool`` (the
+    compiled loops do not check their bounds)."""
+    if pool.ndim != 1 or starts.ndim != 1 or starts.dtype != np.int64 or len(starts) != rows:
+        raise ValueError(
+            f"starts of {rows} int64 offsets into a 1-D pool expected, not {starts.dtype} "
+            f"{starts.shape} into {pool.shape}"
+        )
+    if rows and (int(starts.min()) < 0 or int(starts.max()) + length > pool.size):
+        raise ValueError(
+            f"starts {starts.tolist()} reading {length} numbers each leave the pool of {pool.size}"
+        )
+
+
 def truncate(
     bits: np.ndarray,
     pool: np.ndarray,
@@ -103,30 +117,39 @@ def truncate(
     dropped: int,
     largest: int,
     smallest: int,
-    high: bool = False,
-) -> tuple[np.ndarray, bool, np.ndarray]:
+    out: np.ndarray,
+) -> tuple[bool, np.ndarray]:
     """The stochastic truncation of the bit patterns ``bits`` (rows x elements, int32 or int64,
     any strides) by ``dropped`` low bits, drawing row ``r``'s integers from ``pool`` at
-    ``starts[r]`` shifted by ``shifts[r]``; with whether some magnitude exceeds the pattern
-    ``largest`` (the target's largest finite value: not :func:`in_range`) and which rows hold
-    a non-zero magnitude below the pattern ``smallest`` (the target's smallest normal value;
-    0 where the target's range is the wide format's). ``high``: give the high 16 bits of each
-    truncated 32-bit pattern (int16: bfloat16's pattern of a float32 whose 16 low bits are
-    cleared), not the whole pattern."""
+    ``starts[r]`` shifted by ``shifts[r]``, written into ``out`` (of ``bits``' shape and
+    dtype, or int16 for the high 16 bits of each truncated 32-bit pattern: bfloat16's pattern
+    of a float32 whose 16 low bits are cleared); returns whether some magnitude exceeds the
+    pattern ``largest`` (the target's largest finite value: not :func:`in_range`) and which
+    rows hold a non-zero magnitude below the pattern ``smallest`` (the target's smallest
+    normal value; 0 where the target's range is the wide format's)."""
     if bits.ndim != 2 or bits.dtype not in (np.int32, np.int64) or pool.dtype != bits.dtype:
         raise ValueError(
             f"bits and pool of one integer width expected (rows x elements, int32 or int64), "
             f"not {bits.dtype} {bits.shape} and {pool.dtype}"
         )
+    rows, n = bits.shape
+    _check_window(pool, starts, n, rows)
+    if shifts.shape != (rows,) or shifts.dtype != np.int64:
+        raise ValueError(f"{rows} int64 shifts expected, not {shifts.dtype} {shifts.shape}")
+    high = out.dtype == np.int16
+    if out.shape != bits.shape or (out.dtype != bits.dtype and not high):
+        raise ValueError(
+            f"out of {bits.dtype} or int16 and shape {bits.shape} expected, not {out.dtype} "
+            f"{out.shape}"
+        )
     if high and (bits.dtype != np.int32 or dropped < 16):
         raise ValueError(f"high halves of 32-bit patterns cleared of 16 bits, not {bits.dtype}")
     width = bits.dtype.itemsize * 8
-    out = np.empty(bits.shape, dtype=np.int16 if high else bits.dtype)
     magnitude = (1 << (width - 1)) - 1
     half = 16 if high else 0
     constants = ((1 << dropped) - 1, -(1 << dropped), magnitude, largest, smallest, half)
     outside, tiny = _truncate(bits, pool, starts, shifts, constants, out)
-    return out, bool(outside), tiny
+    return bool(outside), tiny
 
 
 def product_noise_twin(
@@ -204,21 +227,32 @@ def product_noise(
     scales: tuple[float, float],
     pool: np.ndarray,
     starts: np.ndarray,
-    wide: bool,
-) -> np.ndarray:
+    out: np.ndarray,
+) -> None:
     """A float32 matrix product's values ``total`` (groups x rows x columns; the samples'
-    groups one after the other, ``len(starts)`` samples) plus their Gaussian term, in float64
-    when ``wide`` and float32 otherwise (see :func:`_product_noise`)."""
+    groups one after the other, ``len(starts)`` samples) plus their Gaussian term, written
+    into ``out`` (float64 or float32, ``total``'s shape; see :func:`_product_noise`)."""
     arrays = {"total": total, "rows": rows, "columns": columns, "pool": pool}
     for name, array in arrays.items():
         if array.dtype != np.float32:
             raise ValueError(f"{name} of float32 expected, not {array.dtype}")
-    groups = total.shape[0]
-    if groups % len(starts):
+    if total.ndim != 3 or rows.shape != total.shape[:2] or columns.shape != total.shape[::2]:
+        raise ValueError(
+            f"total (groups, m, n), rows (groups, m) and columns (groups, n) expected, not "
+            f"{total.shape}, {rows.shape} and {columns.shape}"
+        )
+    if out.shape != total.shape or out.dtype not in (np.float32, np.float64):
+        raise ValueError(
+            f"out of float32 or float64 and shape {total.shape} expected, not {out.dtype} "
+            f"{out.shape}"
+        )
+    groups, m, n = total.shape
+    if len(starts) == 0 or groups % len(starts):
         raise ValueError(f"{groups} groups do not divide among {len(starts)} samples")
-    out = np.empty(total.shape, dtype=np.float64 if wide else np.float32)
+    per = groups // len(starts)
+    _check_window(pool, starts, per * m * n, len(starts))
     # contiguous operands (the norms broadcast over groups are small): a strided row of
     # norms keeps the inner loop from vectorising, eight times slower on 64 x 64 products
     total, rows, columns = (np.ascontiguousarray(a) for a in (total, rows, columns))
-    _product_noise(total, rows, columns, scales, pool, starts, groups // len(starts), wide, out)
-    return out
+    wide = out.dtype == np.float64
+    _product_noise(total, rows, columns, scales, pool, starts, per, wide, out)

@@ -472,9 +472,13 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     wide = self._call(func, wide_args, wide_kwargs)
                 except RuntimeError:  # a kernel without float64: its own result, perturbed
                     wide, wide_args, wide_kwargs = None, args, kwargs
-                if wide is not None and not mutable:  # no float32 run: only its dtypes
+                if wide is not None and not mutable:
                     targets = self._target_dtypes(func, flat, args, kwargs)
-                    return self._round_results(wide, targets, functional, wide_args, wide_kwargs)
+                    if all(target in _FORMATS for target in targets):
+                        # floating results only: no float32 run, only its dtypes
+                        return self._round_results(
+                            wide, targets, functional, wide_args, wide_kwargs, None
+                        )
             out = self._call(func, args, kwargs)
             return self._round_outputs(
                 out, out if wide is None else wide, functional, wide_args, wide_kwargs, mutable
@@ -492,7 +496,10 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             # a kernel that insists on its operand types: its own result, perturbed
             out = self._call(func, args, kwargs)
             return self._round_outputs(out, out, functional, args, kwargs, False)
-        return self._round_results(wide, targets, functional, wide_args, wide_kwargs)
+        plain = None
+        if not all(target in _FORMATS for target in targets):
+            plain = self._call(func, args, kwargs)  # its other results: as a plain run's
+        return self._round_results(wide, targets, functional, wide_args, wide_kwargs, plain)
 
     def _round_results(
         self,
@@ -501,18 +508,22 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         functional: str,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        plain: Any,
     ) -> Any:
-        """The results computed in a wider format, each tensor rounded to its dtype in a plain
-        run (``targets``)."""
+        """The results computed in a wider format, each floating one rounded to its dtype in a
+        plain run (``targets``); the others (a comparison's booleans, an index, a Python
+        number) are the plain run's, ``plain`` (a comparison with ``0.1`` made in the wider
+        format is another comparison)."""
         leaves, rebuild = _results(wide)
-        return rebuild(
-            [
-                self._round(leaf, target, functional, args, kwargs)
-                if isinstance(leaf, torch.Tensor) and target is not None
-                else leaf
-                for leaf, target in zip(leaves, targets, strict=True)
-            ]
-        )
+        others = None if plain is None else _results(plain)[0]
+        rounded = []
+        for position, (leaf, target) in enumerate(zip(leaves, targets, strict=True)):
+            if target in _FORMATS and isinstance(leaf, torch.Tensor):
+                rounded.append(self._round(leaf, target, functional, args, kwargs))
+            else:
+                assert others is not None  # a plain run wherever a target is not floating
+                rounded.append(others[position])
+        return rebuild(rounded)
 
     def _widened(self, value: Any) -> Any:
         """:func:`_widen`, a parameter's copy made once per call (not to be modified)."""

@@ -39,9 +39,10 @@ element.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -64,7 +65,12 @@ __all__ = [
 ]
 
 _MIN_POOL = 1 << 20
-_SAME_WIDTH = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_SAME_WIDTH: dict[int, torch.dtype] = {
+    1: torch.int8,
+    2: torch.int16,
+    4: torch.int32,
+    8: torch.int64,
+}
 _KINDS = {"uniform": 1, "bits16": 2, "step": 3, "normal": 4, "bits13": 5, "bits29": 6}
 #: the probability of each one-step move of :func:`perturb_in_place_format` (variance g**2/6)
 STEP_PROBABILITY = 1.0 / 12.0
@@ -323,9 +329,11 @@ class SampleRandom:
             self._stratum_position += 1
 
     def window(self, kind: str, n: int) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
-        """Where the next ``n`` numbers of the integer ``kind`` come from, as
-        :meth:`BatchRandom.window` gives them for a batch: the host's pool, and this sample's
-        start and shift (one row; the shift is 0 where the kind is not stratified)."""
+        """Where the next ``n`` numbers of ``kind`` (one whose stratum shift is an integer, or
+        that has none) come from, as :meth:`BatchRandom.window` gives them for a batch: the
+        host's pool, and this sample's start and shift (one row; 0 where the kind is not
+        stratified)."""
+        _check_windowed(kind)
         pool = self.pool(kind, n)
         start, stratum = self.locate(kind, n)
         modulus = _STRATIFIED.get(kind)
@@ -356,6 +364,13 @@ class SampleRandom:
         if modulus is None:
             return values.add(stratum / self.count).remainder_(1.0)
         return values.add((stratum * modulus) // self.count).bitwise_and_(modulus - 1)
+
+
+def _check_windowed(kind: str) -> None:
+    """A window gives integer shifts: the uniform numbers' shifts are fractions."""
+    if kind not in _KINDS or _STRATIFIED.get(kind, 0) is None:
+        windowed = sorted(k for k in _KINDS if _STRATIFIED.get(k, 0) is not None)
+        raise ValueError(f"kind: one of {windowed} expected, not {kind!r}")
 
 
 def _strides(shape: torch.Size) -> tuple[int, ...]:
@@ -450,17 +465,19 @@ class BatchRandom:
             return start, self._shift(modulus, position, dtype)
         located = [sample.locate(kind, n) for sample in self.samples]
         starts = [start for start, _ in located]
-        strata = [stratum for _, stratum in located]
+        strata: list[int] = [stratum for _, stratum in located]  # type: ignore[misc]
         if modulus is None:
-            shifts = torch.tensor([s / count for s in strata], dtype=dtype)  # type: ignore[operator]
+            shifts = torch.tensor([s / count for s in strata], dtype=dtype)
         else:
-            shifts = torch.tensor([(s * modulus) // count for s in strata], dtype=dtype)  # type: ignore[operator]
+            shifts = torch.tensor([(s * modulus) // count for s in strata], dtype=dtype)
         return starts, shifts.numpy()
 
     def window(self, kind: str, n: int) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
-        """Where the rows' next ``n`` numbers of the integer ``kind`` come from: the host's
-        pool, each row's start and shift (0 where the kind is not stratified); row ``i`` of
-        ``(pool[starts[i]:][:n] + shifts[i]) mod range`` is what :meth:`take` gives."""
+        """Where the rows' next ``n`` numbers of ``kind`` (as :meth:`SampleRandom.window`)
+        come from: the host's pool, each row's start and shift (0 where the kind is not
+        stratified); row ``i`` of ``(pool[starts[i]:][:n] + shifts[i]) mod range`` is what
+        :meth:`take` gives."""
+        _check_windowed(kind)
         pool = self.samples[0].pool(kind, n)
         starts, shift = self._located(kind, n, pool.dtype)
         rows = np.empty(self.rows, dtype=np.int64)
@@ -583,21 +600,24 @@ def _truncated_on_host(
     """:func:`round_checked` by truncation, in one compiled pass (host memory)."""
     from .kernels import truncate
 
-    _, dropped, kind, same_range = _TRUNCATIONS[(x.dtype, dtype)]
+    patterns, dropped, kind, same_range = _TRUNCATIONS[(x.dtype, dtype)]
     rows = draw.rows
     n = x.numel() // rows
     pool, starts, shifts = draw.window(kind, n)
     wide, integer = _NUMPY[x.dtype], _INTEGER[x.dtype]
     largest = int(np.array(fmt.max_finite, dtype=wide).view(integer))
     smallest = 0 if same_range else int(np.array(fmt.smallest_normal, dtype=wide).view(integer))
-    bits = x.reshape(rows, n).view(_SAME_WIDTH[x.element_size()]).numpy()
-    high = dtype == torch.bfloat16  # the kernel gives bfloat16's patterns
-    out, outside, tiny = truncate(
-        bits, pool.numpy(), starts, shifts, dropped, largest, smallest, high
+    bits = x.reshape(rows, n).view(patterns).numpy()
+    high = dtype == torch.bfloat16  # the kernel writes bfloat16's patterns
+    out = torch.empty((rows, n), dtype=torch.int16 if high else patterns)
+    outside, tiny = truncate(
+        bits, pool.numpy(), starts, shifts, dropped, largest, smallest, _written(out)
     )
-    rounded = torch.from_numpy(out).view(dtype if high else x.dtype).view(x.shape).to(dtype)
-    if outside:  # a NaN's payload may carry: keep NaNs
-        rounded = torch.where(torch.isnan(x), x.to(dtype), rounded)
+    rounded = out.view(dtype if high else x.dtype).view(x.shape).to(dtype)
+    if outside:  # a NaN's payload may carry: keep NaNs, converted as the tensor path does
+        nans = torch.isnan(x)
+        converted = torch.where(nans, x, torch.zeros((), dtype=x.dtype)).to(dtype)
+        rounded = torch.where(nans, converted, rounded)
     if not same_range:
         _round_subnormals(x, rounded, fmt, draw, torch.from_numpy(tiny))
     return rounded, not outside
@@ -655,21 +675,42 @@ def add_product_noise(
     (:mod:`pytest_fpcheck.stochastic.kernels`), where the tensor operations took eight."""
     from .kernels import product_noise
 
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype: float32 or float64 expected, not {dtype}")
     if total.numel() == 0:
         return total.to(dtype)
     m, n = total.shape[-2], total.shape[-1]
     groups = total.numel() // (m * n)
     pool, starts, _ = draw.window("normal", total.numel() // draw.rows)
-    out = product_noise(
+    out = torch.empty(total.shape, dtype=dtype)
+    product_noise(
         total.reshape(groups, m, n).numpy(),
-        rows.to(torch.float32).expand(total.shape[:-1]).reshape(groups, m).numpy(),
-        columns.to(torch.float32).expand(*total.shape[:-2], n).reshape(groups, n).numpy(),
+        rows.expand(total.shape[:-1]).reshape(groups, m).numpy(),
+        columns.expand(*total.shape[:-2], n).reshape(groups, n).numpy(),
         scales,
         pool.numpy(),
         starts,
-        dtype == torch.float64,
+        _written(out).reshape(groups, m, n),
     )
-    return torch.from_numpy(out).view(total.shape)
+    return out
+
+
+_CTYPES: dict[torch.dtype, Any] = {
+    torch.int16: ctypes.c_int16,
+    torch.int32: ctypes.c_int32,
+    torch.int64: ctypes.c_int64,
+    torch.float32: ctypes.c_float,
+    torch.float64: ctypes.c_double,
+}
+
+
+def _written(out: torch.Tensor) -> np.ndarray:
+    """A NumPy array over the memory of the new contiguous tensor ``out``, for a compiled
+    kernel to write into. Not ``out.numpy()``: that marks the storage as shared with NumPy
+    for good, and a result the user then resizes (``y.resize_(n)``, as a plain run allows)
+    raised "Trying to resize storage that is not resizable". ``out`` outlives the call."""
+    pointer = ctypes.cast(out.data_ptr(), ctypes.POINTER(_CTYPES[out.dtype]))
+    return np.ctypeslib.as_array(pointer, shape=tuple(out.shape))
 
 
 def add_noise(y: torch.Tensor, sigma: torch.Tensor, draw: Draw) -> torch.Tensor:

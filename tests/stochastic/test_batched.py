@@ -328,3 +328,53 @@ def test_operations_run_row_by_row_give_the_same_samples(
     run(torch.bfloat16, x)
     batch = sample_batch(run, (torch.bfloat16, x), {}, 5, 8, Memo())
     _assert_identical(batch, _alone(run, (torch.bfloat16, x), 5, 8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_batch_gives_the_samples_run_alone_on_a_row_longer_than_a_threads_share(
+    dtype: torch.dtype,
+) -> None:
+    """A product of one row of 40,000 (a sum whose result is one element: PyTorch splits it
+    among threads, so the accumulation term's norms must not be such a sum, or a sample's
+    norm and the batch's are added in different orders). Terms in pairs of opposite signs:
+    the product is near 0 and its samples are the accumulation term itself, whose last bit
+    then shows."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        generator = torch.Generator().manual_seed(5)
+        weight = torch.ones(40_000, 1, dtype=dtype)
+        for _ in range(6):
+            half = torch.randn(1, 20_000, generator=generator, dtype=dtype)
+            x = torch.cat([half, -half], dim=1)
+
+            def fn(x: torch.Tensor) -> torch.Tensor:
+                return (x * 1.5) @ weight
+
+            with torch.no_grad():
+                batch = sample_batch(fn, (x,), {}, 5, 4, Memo())
+                alone = _alone(fn, (x,), 5, 4)
+            _assert_identical(batch, alone)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("batched", [False, True])
+def test_comparisons_and_other_exact_results_are_the_plain_runs(
+    dtype: torch.dtype, batched: bool
+) -> None:
+    """A comparison with a Python float is made in the operand's own format, as in a plain
+    run (made on float64 copies, ``x == 0.1`` on float32 compares with the double 0.1), and
+    a result a sample makes stays an ordinary tensor (a bfloat16 one can be resized)."""
+    x = torch.tensor([0.1, 0.2, 0.3], dtype=dtype)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = (x * 1.0).to(torch.bfloat16)
+        y.resize_(6)  # storage of its own, resizable
+        return (x == 0.1).float() + (x > 0.1).float() * 10 + 0 * y[:3].float()
+
+    expected = fn(x)
+    runs = sample_batch(fn, (x,), {}, 3, 4, Memo()) if batched else _alone(fn, (x,), 3, 4)
+    for run in runs:
+        assert run.values[0].tolist() == expected.tolist()

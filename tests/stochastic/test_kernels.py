@@ -69,6 +69,7 @@ def test_the_twin_gives_the_compiled_bits_and_flags(width: type, half: int) -> N
         low = (1 << dropped) - 1
         constants = (low, -(1 << dropped), int(info.max), largest, smallest, half)
         compiled, twin = np.empty(rows.shape, kind), np.empty(rows.shape, kind)
+        assert len(starts) == rows.shape[0]
         flags = _truncate.dispatcher(rows, pool, starts, shifts, constants, compiled)
         twin_flags = _truncate.fallback(rows, pool, starts, shifts, constants, twin)
         assert np.array_equal(compiled, twin)
@@ -95,21 +96,37 @@ def test_zeros_are_not_flagged_as_subnormal_and_a_subnormal_is(
     pool = np.arange(1 << 10, dtype=np.int32)
     starts, shifts = np.zeros(3, np.int64), np.zeros(3, np.int64)
     largest, smallest = int(np.float32(65504.0).view(np.int32)), 0x38800000
-    _, outside, tiny = truncate(x.view(np.int32), pool, starts, shifts, 13, largest, smallest)
+    out = np.empty((3, 64), np.int32)
+    outside, tiny = truncate(x.view(np.int32), pool, starts, shifts, 13, largest, smallest, out)
     assert tiny.tolist() == [False, True, False]
     assert outside
-    _, outside, _ = truncate(x[:2].view(np.int32), pool, starts, shifts, 13, largest, smallest)
+    bits = x[:2].view(np.int32)
+    outside, _ = truncate(bits, pool, starts[:2], shifts[:2], 13, largest, smallest, out[:2])
     assert not outside
 
 
 def test_bad_arrays_are_refused_naming_them() -> None:
-    int64 = np.zeros((1, 3), np.int64)
-    with pytest.raises(ValueError, match=r"high halves of 32-bit patterns.*not int64"):
-        truncate(int64, int64[0], int64[0, :1], int64[0, :1], 29, 0, 0, high=True)
-    with pytest.raises(ValueError, match=r"int32 or int64.*float64"):
-        truncate(
-            np.zeros((1, 3)), np.zeros(8), np.zeros(1, np.int64), np.zeros(1, np.int64), 13, 0, 0
-        )
+    """The compiled loops do not check bounds: every argument is checked before them."""
+    bits, pool = np.zeros((2, 8), np.int32), np.zeros(16, np.int32)
+    starts, shifts, out = np.zeros(2, np.int64), np.zeros(2, np.int64), np.empty((2, 8), np.int32)
+    ok = (bits, pool, starts, shifts, 13, 0, 0, out)
+    truncate(*ok)
+    cases = {
+        r"int32 or int64.*float64": (np.zeros((2, 8)), *ok[1:]),
+        r"starts of 2 int64 offsets.*\(1,\)": (bits, pool, starts[:1], *ok[3:]),
+        r"starts \[0, 9\] reading 8 numbers each leave the pool of 16": (
+            bits,
+            pool,
+            np.array([0, 9], np.int64),
+            *ok[3:],
+        ),
+        r"2 int64 shifts expected": (*ok[:3], shifts[:1], *ok[4:]),
+        r"out of int32 or int16 and shape \(2, 8\)": (*ok[:7], np.empty((2, 8), np.int64)),
+        r"high halves of 32-bit patterns cleared of 16 bits": (*ok[:7], np.empty((2, 8), np.int16)),
+    }
+    for message, arguments in cases.items():
+        with pytest.raises(ValueError, match=message):
+            truncate(*arguments)
 
 
 def _draws(kind: str, seed: int, count: int | None, rows: int) -> rounding.Draw:
@@ -143,14 +160,15 @@ def test_on_the_host_the_compiled_pass_rounds_as_the_tensor_operations(
     usual = torch.linspace(-3, 3, adversarial.numel(), dtype=source)
     lone = usual.clone()
     lone[5] = fmt.smallest_subnormal * 2.5
-    inputs = [usual, adversarial, lone]
+    # strided and stride-0 layouts too: a NaN's conversion depends on the layout
+    inputs = [usual, adversarial, adversarial.repeat(2)[::2], lone]
     if rows > 1:
-        inputs = [usual.expand(rows, -1), adversarial.expand(rows, -1).contiguous(), None]
-        inputs[2] = usual.expand(rows, -1).contiguous()
-        inputs[2][3, 5] = fmt.smallest_subnormal * 2.5
+        batch = usual.expand(rows, -1).contiguous()
+        batch[3, 5] = fmt.smallest_subnormal * 2.5
+        spread = adversarial.expand(rows, -1)
+        inputs = [usual.expand(rows, -1), spread, spread.contiguous(), batch]
     host, tensors = _draws(draws, 4, count, rows), _draws(draws, 4, count, rows)
     for x in inputs:
-        assert x is not None
         got, inside = rounding._truncated_on_host(x, target, fmt, host)
         expected, expected_inside = rounding._truncated_by_tensors(x, target, fmt, tensors)
         assert torch.equal(_bits(got), _bits(expected))
@@ -187,12 +205,56 @@ def test_the_product_noise_twin_gives_the_compiled_bits(wide: bool) -> None:
 
 
 def test_product_noise_refuses_arrays_it_cannot_read() -> None:
-    f32 = np.zeros((2, 2, 2), np.float32)
-    starts = np.zeros(1, np.int64)
+    f32, pool = np.zeros((2, 2, 3), np.float32), np.zeros(16, np.float32)
+    rows, columns, one = f32[:, :, 0], f32[:, 0, :], np.zeros(1, np.int64)
+    out = np.empty((2, 2, 3))
+    product_noise(f32, rows, columns, (1.0, 1.0), pool, one, out)
+    cases = {
+        "rows of float32 expected, not float64": (f32, rows.astype(float), columns, pool, one, out),
+        r"rows \(groups, m\) and columns \(groups, n\) expected": (
+            f32,
+            columns,
+            rows,
+            pool,
+            one,
+            out,
+        ),
+        "out of float32 or float64": (f32, rows, columns, pool, one, out.astype(np.float16)),
+        "2 groups do not divide among 3 samples": (
+            f32,
+            rows,
+            columns,
+            pool,
+            np.zeros(3, np.int64),
+            out,
+        ),
+        r"starts \[5\] reading 12 numbers each leave the pool of 16": (
+            f32,
+            rows,
+            columns,
+            pool,
+            np.array([5], np.int64),
+            out,
+        ),
+    }
+    for message, (t, r, c, p, s, o) in cases.items():
+        with pytest.raises(ValueError, match=message):
+            product_noise(t, r, c, (1.0, 1.0), p, s, o)
+
+
+def test_add_product_noise_and_windows_refuse_what_they_cannot_give() -> None:
+    from pytest_fpcheck.stochastic.rounding import add_product_noise
+
+    draw = SampleRandom(Pools.shared(), 1, 0, 4)
+    total = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match=r"dtype: float32 or float64 expected, not torch\.bf"):
+        add_product_noise(total, torch.zeros(2), torch.zeros(3), (1.0, 1.0), draw, torch.bfloat16)
+    rows = torch.zeros(2, dtype=torch.float64)
     with pytest.raises(ValueError, match="rows of float32 expected, not float64"):
-        product_noise(f32, np.zeros((2, 2)), f32[0], (1.0, 1.0), f32.ravel(), starts, True)
-    with pytest.raises(ValueError, match="2 groups do not divide among 3 samples"):
-        product_noise(f32, f32[0], f32[0], (1.0, 1.0), f32.ravel(), np.zeros(3, np.int64), True)
+        add_product_noise(total, rows, torch.zeros(3), (1.0, 1.0), draw, torch.float32)
+    for windowed in (draw, BatchRandom(Pools.shared(), 1, 4)):
+        with pytest.raises(ValueError, match=r"kind: one of \['bits13'.*not 'uniform'"):
+            windowed.window("uniform", 8)
 
 
 @pytest.mark.parametrize("draws", ["alone", "batch"])
