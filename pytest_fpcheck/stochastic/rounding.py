@@ -40,9 +40,10 @@ element.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import threading
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -542,8 +543,6 @@ _TRUNCATIONS = {
     (torch.float32, torch.float16): (torch.int32, 13, "bits13", False),
     (torch.float64, torch.float32): (torch.int64, 29, "bits29", False),
 }
-_NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
-_INTEGER = {torch.float32: np.int32, torch.float64: np.int64}
 
 
 def in_range(x: torch.Tensor, fmt: Format) -> bool:
@@ -604,14 +603,19 @@ def _truncated_on_host(
     rows = draw.rows
     n = x.numel() // rows
     pool, starts, shifts = draw.window(kind, n)
-    wide, integer = _NUMPY[x.dtype], _INTEGER[x.dtype]
-    largest = int(np.array(fmt.max_finite, dtype=wide).view(integer))
-    smallest = 0 if same_range else int(np.array(fmt.smallest_normal, dtype=wide).view(integer))
+    largest, smallest = _edges(x.dtype, fmt, same_range)
     bits = x.reshape(rows, n).view(patterns).numpy()
     high = dtype == torch.bfloat16  # the kernel writes bfloat16's patterns
     out = torch.empty((rows, n), dtype=torch.int16 if high else patterns)
     outside, tiny = truncate(
-        bits, pool.numpy(), starts, shifts, dropped, largest, smallest, _written(out)
+        bits,
+        pool.numpy(),
+        starts,
+        shifts,
+        dropped,
+        largest,
+        smallest,
+        _written(out) if high else out.numpy(),  # only bfloat16's is the result itself
     )
     rounded = out.view(dtype if high else x.dtype).view(x.shape).to(dtype)
     if outside:  # a NaN's payload may carry: keep NaNs, converted as the tensor path does
@@ -621,6 +625,18 @@ def _truncated_on_host(
     if not same_range:
         _round_subnormals(x, rounded, fmt, draw, torch.from_numpy(tiny))
     return rounded, not outside
+
+
+@functools.lru_cache(maxsize=32)
+def _edges(wide: torch.dtype, fmt: Format, same_range: bool) -> tuple[int, int]:
+    """The bit patterns, in the ``wide`` format, of ``fmt``'s largest finite value and of its
+    smallest normal one (0 where ``fmt`` has the wide format's exponent range)."""
+    patterns = _SAME_WIDTH[wide.itemsize]
+
+    def pattern(value: float) -> int:
+        return int(torch.tensor(value, dtype=wide).view(patterns))
+
+    return pattern(fmt.max_finite), 0 if same_range else pattern(fmt.smallest_normal)
 
 
 def _round_subnormals(
@@ -690,26 +706,18 @@ def add_product_noise(
         scales,
         pool.numpy(),
         starts,
-        _written(out).reshape(groups, m, n),
+        out.numpy().reshape(groups, m, n),  # rounded afterwards into a tensor of its own
     )
     return out
 
 
-_CTYPES: dict[torch.dtype, Any] = {
-    torch.int16: ctypes.c_int16,
-    torch.int32: ctypes.c_int32,
-    torch.int64: ctypes.c_int64,
-    torch.float32: ctypes.c_float,
-    torch.float64: ctypes.c_double,
-}
-
-
 def _written(out: torch.Tensor) -> np.ndarray:
-    """A NumPy array over the memory of the new contiguous tensor ``out``, for a compiled
-    kernel to write into. Not ``out.numpy()``: that marks the storage as shared with NumPy
-    for good, and a result the user then resizes (``y.resize_(n)``, as a plain run allows)
-    raised "Trying to resize storage that is not resizable". ``out`` outlives the call."""
-    pointer = ctypes.cast(out.data_ptr(), ctypes.POINTER(_CTYPES[out.dtype]))
+    """A NumPy array over the memory of the new contiguous int16 tensor ``out`` (bfloat16's
+    patterns, the rounding's result itself), for a compiled kernel to write into. Not
+    ``out.numpy()``: that marks the storage as shared with NumPy for good, and a result the
+    user then resizes (``y.resize_(n)``, as a plain run allows) raised "Trying to resize
+    storage that is not resizable". ``out`` outlives the call."""
+    pointer = ctypes.cast(out.data_ptr(), ctypes.POINTER(ctypes.c_int16))
     return np.ctypeslib.as_array(pointer, shape=tuple(out.shape))
 
 
