@@ -47,6 +47,7 @@ and the call runs its samples one at a time (:mod:`pytest_fpcheck.stochastic.run
   of a value that differs between the samples;
 * a backward pass (``Tensor.backward``, ``torch.autograd.grad``, an operation in the autograd
   engine);
+* a resize in place (``resize_``) of a value that differs between the samples;
 * a module's parameters converted in place inside ``fn`` to a format they round onto
   (``model.to(torch.bfloat16)``: ``nn.Module._apply`` would set their data to a batch);
 * a Triton kernel (its instrumentation rounds one sample's interpreter run);
@@ -120,6 +121,8 @@ _PER_SAMPLE = frozenset(
         "aten.convolution_backward",
     }
 )
+#: operations that change a tensor's size in place: a batch's rows cannot follow them
+_RESIZES = frozenset({"aten.resize", "aten.resize_as"})
 #: accumulations whose rounding term reads a value into Python: computed one sample at a time
 _SIGMA_PER_SAMPLE = frozenset({"aten.mv", "aten.addmv", "aten.dot"})
 
@@ -325,6 +328,9 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
         flat = _leaves(args) + _leaves(tuple(kwargs.values()))
         positions = tuple(i for i, v in enumerate(flat) if type(v) is SampleBatch)
         functional, passes, mutable = _describe(func)
+        if positions and functional in _RESIZES:
+            # resizing the rows' flat storage would shift each sample's values into the next
+            raise Unbatchable(f"{functional} of a value that differs between the samples")
         if not positions:
             # the same in every sample unless it rounds: run once, as it is
             passes = passes or (functional == "aten.index_put" and not _accumulate(args, kwargs))
