@@ -23,6 +23,9 @@ computed in a wider format:
   :mod:`pytest_fpcheck.stochastic.accumulation`);
 * conversions to a narrower format (``.to(torch.bfloat16)``, ``copy_`` into a narrower tensor)
   are stochastic roundings of the source;
+* ``F.scaled_dot_product_attention`` off the CPU runs ATen's math path, whose operations are
+  rounded one by one (:mod:`pytest_fpcheck.stochastic.attention`: the fused CUDA kernels have no
+  wider version and no batching rule);
 * operations whose result is exact (copies, views, selections, ``relu``, ``abs``, comparisons,
   rounding to integers, ...), random-number operations, operations without a floating operand
   and integer or boolean results are left as they are;
@@ -70,6 +73,7 @@ from .accumulation import (
     product_scales,
     product_terms,
 )
+from .attention import MathAttention
 from .memo import Memo
 from .rounding import (
     Draw,
@@ -338,13 +342,17 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         #: the floating dtypes of the results (the grids this run rounded onto)
         self.dtypes: set[torch.dtype] = set()
         self._suspect = False
+        self._attention = MathAttention()
 
     def __enter__(self) -> StochasticMode:
-        """Enter the dispatch mode and subscribe to the Triton instrumentation."""
+        """Enter the dispatch mode, subscribe to the Triton instrumentation and run fused
+        attention off the CPU through its math path (:mod:`.attention`)."""
         open_block(self, super().__enter__)
+        self._attention.__enter__()  # type: ignore[no-untyped-call]
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._attention.__exit__(*exc)  # type: ignore[no-untyped-call]
         close_block(self, lambda: TorchDispatchMode.__exit__(self, *exc))  # type: ignore[no-untyped-call]
 
     def kernel_rounded(
