@@ -19,6 +19,9 @@ compute the same exact attention, which is what the samples estimate; the math p
 precisions PyTorch computes it in float32 and rounds the output once) rounds no more than the
 fused kernels do, and the run's own result still comes from the fused kernel.
 
+The function mode that does this is entered only in a process that has an accelerator
+(:func:`needed`): it sees every torch call, and a machine with only a CPU never needs it.
+
 On the CPU the fused kernel (``_scaled_dot_product_flash_attention_for_cpu``) runs in float32 on
 widened operands as an operation of its own, which the CPU calibration measured
 (docs/performance.md); it stays.
@@ -26,15 +29,33 @@ widened operands as an operation of its own, which the CPU calibration measured
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["MathAttention"]
+__all__ = ["MathAttention", "needed"]
 
 #: device types whose fused attention kernel the stochastic mode runs as one operation
 FUSED_IN_MODE = frozenset({"cpu"})
+
+
+def needed() -> bool:
+    """Whether this process has a device outside :data:`FUSED_IN_MODE` (a function mode sees
+    every torch call, about a microsecond each: a run on a machine with only a CPU goes
+    without it)."""
+    return not _devices() <= FUSED_IN_MODE
+
+
+@functools.cache
+def _devices() -> frozenset[str]:
+    """The device types this process can run on: the CPU and its accelerator, if any."""
+    accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6
+    if accelerator is not None:
+        found = accelerator.current_accelerator() if accelerator.is_available() else None
+        return frozenset({"cpu"} | ({found.type} if found is not None else set()))
+    return frozenset({"cpu", "cuda"} if torch.cuda.is_available() else {"cpu"})
 
 
 class MathAttention(TorchFunctionMode):

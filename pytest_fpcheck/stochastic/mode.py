@@ -74,6 +74,7 @@ from .accumulation import (
     product_terms,
 )
 from .attention import MathAttention
+from .attention import needed as needs_math_attention
 from .memo import Memo
 from .rounding import (
     Draw,
@@ -342,17 +343,19 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         #: the floating dtypes of the results (the grids this run rounded onto)
         self.dtypes: set[torch.dtype] = set()
         self._suspect = False
-        self._attention = MathAttention()
+        self._attention = MathAttention() if needs_math_attention() else None
 
     def __enter__(self) -> StochasticMode:
         """Enter the dispatch mode, subscribe to the Triton instrumentation and run fused
         attention off the CPU through its math path (:mod:`.attention`)."""
         open_block(self, super().__enter__)
-        self._attention.__enter__()  # type: ignore[no-untyped-call]
+        if self._attention is not None:
+            self._attention.__enter__()  # type: ignore[no-untyped-call]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._attention.__exit__(*exc)  # type: ignore[no-untyped-call]
+        if self._attention is not None:
+            self._attention.__exit__(*exc)  # type: ignore[no-untyped-call]
         close_block(self, lambda: TorchDispatchMode.__exit__(self, *exc))  # type: ignore[no-untyped-call]
 
     def kernel_rounded(

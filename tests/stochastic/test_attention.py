@@ -106,3 +106,21 @@ def test_math_path_takes_the_calls_keywords() -> None:
         got = F.scaled_dot_product_attention(query=q, key=k, value=v, attn_mask=mask, scale=0.3)
     plain = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3)
     torch.testing.assert_close(got, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_the_function_mode_is_entered_only_where_a_device_needs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torch.overrides import _get_current_function_mode_stack
+
+    def stack_inside() -> list[Any]:
+        with StochasticMode(SampleRandom(Pools.shared(), 0, 0, 1)):
+            return list(_get_current_function_mode_stack())
+
+    monkeypatch.setattr(attention, "_devices", lambda: frozenset({"cpu"}))
+    assert not attention.needed()
+    assert not any(isinstance(m, attention.MathAttention) for m in stack_inside())
+    monkeypatch.setattr(attention, "_devices", lambda: frozenset({"cpu", "cuda"}))
+    assert attention.needed()
+    assert any(isinstance(m, attention.MathAttention) for m in stack_inside())
+    assert not _get_current_function_mode_stack()
