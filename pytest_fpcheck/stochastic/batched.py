@@ -74,6 +74,7 @@ from .memo import Memo
 from .mode import (
     _CONVERSIONS,
     _FORMATS,
+    Call,
     StochasticMode,
     _accumulate,
     _all_finite,
@@ -572,10 +573,26 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
         source = 1 if self._functional == "aten.copy" else 0
         return source in self._positions
 
-    def _check_overflow(self, functional: str, result: Any, floating: list[torch.Tensor]) -> None:
-        """Per sample: a sample's rows of the result not finite where its operands were."""
+    def _operands_finite(self, floating: list[torch.Tensor]) -> Any:
+        """Per sample: are its operands finite?"""
+        return [
+            all(map(_all_finite, (t[index] if id(t) in self._rows else t for t in floating)))
+            for index in range(self.count)
+        ]
+
+    def _check_overflow(
+        self,
+        functional: str,
+        result: Any,
+        floating: list[torch.Tensor],
+        call: Call,
+        before: Any,
+    ) -> None:
+        """Per sample: a sample's rows of the result not finite where its operands were (before
+        an operation in place ran), other than a pole's infinities."""
         if not any(self._suspects):
             return
+        memo: dict[str, Any] = {}
         for index, suspect in enumerate(self._suspects):
             if not suspect or self.overflows[index] is not None:
                 continue
@@ -583,7 +600,8 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
             if _all_finite(row):
                 continue
             operands = [t[index] if id(t) in self._rows else t for t in floating]
-            if all(map(_all_finite, operands)):
+            finite = all(map(_all_finite, operands)) if before is None else before[index]
+            if finite and not self._poles(functional, floating, result, call, index, memo):
                 self.overflows[index] = functional
 
     def _row_of(self, index: int, t: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,7 @@ import concurrent.futures
 import math
 import multiprocessing
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -315,3 +316,69 @@ def test_an_overflow_in_a_run_leaves_no_estimate() -> None:
         lambda t: t.masked_fill(t > 2, float("-inf")).softmax(0), x, samples=3, seed=0
     )
     assert np.isfinite(fine.lo).all()  # an infinity from an exact operation is no overflow
+
+
+def _buckets(position: torch.Tensor) -> torch.Tensor:
+    """T5's relative-position buckets: ``log(0)`` at position 0, discarded by ``where``."""
+    large = 4 + (torch.log(position / 4) / math.log(32 / 4) * 4).to(torch.int64)
+    return torch.where(position < 4, position.to(torch.int64), large)
+
+
+def _t5_like(position: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    return table[_buckets(position)] * 3.1
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_pole_is_no_overflow(dtype: str, batched: bool) -> None:
+    position = torch.arange(0, 40, dtype=getattr(torch, dtype))
+    table = torch.linspace(-1, 1, 12, dtype=getattr(torch, dtype))
+    executor = None if batched else concurrent.futures.ThreadPoolExecutor(2)
+    b = stochastic_bounds(_t5_like, position, table, samples=8, seed=1, executor=executor)
+    assert np.isfinite(b.lo).all()
+    assert np.isfinite(b.hi).all()
+    assert len(b.notes) == 1  # the method's line, no overflow
+    exact = table.double()[_buckets(position.double())] * 3.1
+    assert fp.classify(_t5_like(position, table), exact, bounds=b).kind == "roundoff"
+    wrong = exact.clone()
+    wrong[7] *= 1.05  # a planted bug is still caught
+    assert fp.classify(_t5_like(position, table), wrong, bounds=b).kind == "bug"
+
+
+def test_a_pole_that_reaches_the_output_leaves_that_element_unbounded() -> None:
+    x = torch.tensor([0.0, 2.0, 3.0])
+    b = stochastic_bounds(lambda t: torch.log(t) * 1.5, x, samples=4, seed=0)
+    assert np.isneginf(b.lo[0])
+    assert np.isposinf(b.hi[0])
+    assert np.isfinite(b.lo[1:]).all()
+    assert np.isfinite(b.hi[1:]).all()
+
+
+@pytest.mark.parametrize(
+    ("fn", "operation"),
+    [
+        # float32 overflow of a quotient that float64 holds: an overflow
+        (lambda t: (t[0] / t[1]) * torch.ones(2), "aten.div"),
+        # a divisor below float32's range: float64 would overflow where float32 divides by 0
+        (lambda t: (t[0] / 1e-300) * torch.ones(2), "aten.div"),
+        # the logarithm of a negative (a rounded one may be): NaN is never a pole
+        (lambda t: torch.log(t[1] - 0.5) * torch.ones(2), "aten.log"),
+        # in place: the operand holds the result when it is looked at
+        (lambda t: t.clone().div_(torch.tensor([1e-30, 1.0])).sum() * torch.ones(2), "aten.div"),
+    ],
+)
+@pytest.mark.parametrize("batched", [True, False])
+def test_overflows_stay_overflows(fn: Any, operation: str, batched: bool) -> None:
+    x = torch.tensor([3e30, 1e-10])
+    executor = None if batched else concurrent.futures.ThreadPoolExecutor(2)
+    b = stochastic_bounds(fn, x, samples=3, seed=0, executor=executor)
+    assert np.isneginf(b.lo).all()
+    assert np.isposinf(b.hi).all()
+    assert b.notes[1].startswith(f"{operation} made a non-finite value from finite operands")
+
+
+def test_a_float64_pole_stays_an_overflow() -> None:
+    """float64 has no wider format to tell a pole from an overflow."""
+    x = torch.tensor([0.0, 2.0], dtype=torch.float64)
+    b = stochastic_bounds(lambda t: torch.log(t).clamp(min=-5.0), x, samples=3, seed=0)
+    assert np.isneginf(b.lo).all()
