@@ -6,6 +6,8 @@ is run, below autograd (so backward passes are covered without rules), and each 
 results is replaced by a random rounding (:mod:`pytest_fpcheck.stochastic.rounding`) of a value
 computed in a wider format:
 
+* GELU, its gradient and log-softmax are computed in the wider format by formulas without
+  their ATen kernels' cancellation (:mod:`pytest_fpcheck.stochastic.accurate`);
 * operands narrower than float32 (bfloat16, float16, float8) are widened to float32, the
   operation runs in float32, and its results are rounded stochastically onto their own format
   (the format the operation gives them in a plain run, learnt once per operation and operand
@@ -78,6 +80,7 @@ from .accumulation import (
     product_scales,
     product_terms,
 )
+from .accurate import ACCURATE
 from .attention import MathAttention
 from .attention import needed as needs_math_attention
 from .memo import Memo
@@ -587,7 +590,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 widen = _widen_float32 if mutable else self._widened_float32
                 wide_args, wide_kwargs = _map_arguments(widen, args, kwargs)
                 try:
-                    wide = self._call(func, wide_args, wide_kwargs)
+                    wide = self._call(ACCURATE.get(func, func), wide_args, wide_kwargs)
                 except RuntimeError:  # a kernel without float64: its own result, perturbed
                     wide, wide_args, wide_kwargs = None, args, kwargs
                 if wide is not None and not mutable:
@@ -609,7 +612,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         targets = self._target_dtypes(func, flat, args, kwargs)
         wide_args, wide_kwargs = _map_arguments(self._widened, args, kwargs)
         try:
-            wide = self._call(func, wide_args, wide_kwargs)
+            wide = self._call(ACCURATE.get(func, func), wide_args, wide_kwargs)
         except RuntimeError:
             # a kernel that insists on its operand types: its own result, perturbed
             out = self._call(func, args, kwargs)
