@@ -12,7 +12,8 @@ and
     Var = KAPPA u**2 K (S**2 / 3 + Q / 6).
 
 That is the sequential order of a GEMM's inner loop (each output element accumulated along
-``k`` in one register lane): the model of matrix products and convolutions. Sums and means
+``k`` in one register lane): the model of matrix products and convolutions (``addbmm`` as the
+one product of its batches joined, ``P k`` terms). Sums and means
 (``torch.sum`` is a cascade on CPUs, a tree on GPUs) are pairwise: level ``l`` holds ``K / 2**l``
 partial sums of ``2**l`` terms, whose squares add up to about ``2**l / K S**2 + Q``, so over the
 ``log2 K`` levels
@@ -165,6 +166,15 @@ def _product_sigma(
     return torch.addcmul(variance, rows.unsqueeze(-1), columns.unsqueeze(-2), value=cross).sqrt_()
 
 
+def _batches_joined(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``addbmm``'s ``sum_p a[p] @ b[p]`` as the one product it is, ``(n, P k) @ (P k, m)``
+    (the kernel adds each batch's product into the result in turn: one sequential accumulation
+    of ``P k`` terms per element)."""
+    batches, n, k = a.shape[-3:]
+    joined_a = a.transpose(-3, -2).reshape(*a.shape[:-3], n, batches * k)
+    return joined_a, b.reshape(*b.shape[:-3], batches * k, b.shape[-1])
+
+
 def _alpha(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
     return float(kwargs.get("alpha", 1.0))
 
@@ -242,6 +252,9 @@ ACCUMULATIONS: dict[str, Sigma] = {
     ),
     "aten.addmv": lambda args, kwargs, total, u, memo: _product_sigma(
         args[1], args[2], total, u, memo, _alpha(args, kwargs)
+    ),
+    "aten.addbmm": lambda args, kwargs, total, u, memo: _product_sigma(
+        *_batches_joined(args[1], args[2]), total, u, memo, _alpha(args, kwargs)
     ),
     "aten.dot": lambda args, kwargs, total, u, memo: _variance(
         u,

@@ -233,6 +233,7 @@ _OWN_FORMAT = frozenset(
         "aten.mv",
         "aten.addmm",
         "aten.baddbmm",
+        "aten.addbmm",
         "aten.addmv",
         "aten.dot",
         "aten.convolution",

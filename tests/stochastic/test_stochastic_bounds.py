@@ -382,3 +382,42 @@ def test_a_float64_pole_stays_an_overflow() -> None:
     x = torch.tensor([0.0, 2.0], dtype=torch.float64)
     b = stochastic_bounds(lambda t: torch.log(t).clamp(min=-5.0), x, samples=3, seed=0)
     assert np.isneginf(b.lo).all()
+
+
+def test_addbmm_carries_the_accumulation_of_its_joined_product() -> None:
+    """``addbmm`` is one sequential accumulation of its batches' products: the term of the
+    ``(n, P k) @ (P k, m)`` product it is."""
+    from pytest_fpcheck.stochastic.accumulation import accumulation_sigma
+    from pytest_fpcheck.stochastic.memo import Memo
+
+    generator = torch.Generator().manual_seed(4)
+    a, b = torch.randn(5, 3, 7, generator=generator), torch.randn(5, 7, 4, generator=generator)
+    addend = torch.randn(3, 4, generator=generator)
+    total = torch.addbmm(addend, a, b, alpha=0.5)
+    joined = (addend, a.transpose(0, 1).reshape(3, 35), b.reshape(35, 4))
+    u = 2.0**-24
+    sigma = accumulation_sigma("aten.addbmm", (addend, a, b), {"alpha": 0.5}, total, u, Memo())
+    flat = accumulation_sigma("aten.addmm", joined, {"alpha": 0.5}, total, u, Memo())
+    assert sigma is not None
+    assert flat is not None
+    torch.testing.assert_close(sigma, flat, rtol=1e-6, atol=0)
+    assert bool((sigma > 0).all())
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_an_addbmm_cancellation_is_inside(batched: bool) -> None:
+    """The running sum ``1 - 2e-39`` rounds to 1 in float32 (and float64), then cancels against
+    -1: every run gives 0, the exact value is -2e-39. The accumulation's term spreads the
+    samples over what its roundings could have made."""
+    x = torch.tensor([[2.0021654e-39, 1.0, 0.0]])
+    y = torch.tensor([[-2.0021654e-39, -1.0, 0.0]])
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.addbmm(x, x.T.unsqueeze(-1), y.unsqueeze(0).expand(3, 1, 3))
+
+    executor = None if batched else concurrent.futures.ThreadPoolExecutor(2)
+    b = stochastic_bounds(fn, x, y, samples=16, seed=0, executor=executor)
+    exact = fn(x.double(), y.double()).numpy()
+    exact[0, 1] = -float(x[0, 0])  # x01 - (x00 + x01) exactly: float64 rounds it to 0 too
+    assert fn(x, y)[0, 1] == 0.0
+    assert b.contains(exact).all()
