@@ -2,15 +2,16 @@
 
 Rule: in a randomly rounded run, ``F.scaled_dot_product_attention`` on a query that is not on
 the CPU runs ``aten._scaled_dot_product_attention_math`` (scores, softmax, weighted sum) with
-the call's own arguments, so that each of its operations reaches the dispatch mode
+the call's own arguments (a boolean mask made additive first, 0 where it keeps and ``-inf``
+where it masks, as ``F.scaled_dot_product_attention`` does before any of its kernels), so that each of its operations reaches the dispatch mode
 (:mod:`pytest_fpcheck.stochastic.mode`) and is rounded at random as any other is. The math path
 is composite: autograd differentiates it operation by operation, so backward passes are rounded
 the same way.
 
 Why: on CUDA, PyTorch picks a fused kernel (cuDNN's, flash or memory-efficient attention) that
 has no float32 version for half-precision operands, no float64 version at all and no batching
-rule of its own; the mode could only move its result one step of its grid. On an H100 and an
-H200 (docs/gpu.md, "Stochastic bounds on CUDA", ``benchmarks/gpu_stochastic.py``), the
+rule of its own; the mode could only move its result one step of its grid. On an H200
+(docs/gpu.md, "Stochastic bounds on CUDA", ``benchmarks/gpu_stochastic.py``), the
 stochastic intervals of the zoo's GPT-2, Llama and nanoGPT logits in bfloat16 and float16 were
 then hundreds to thousands of times wider than the actual error and still missed the float64
 model's logits in 28 of 72 runs; with the math path none missed, and the intervals were as
@@ -87,14 +88,12 @@ def _math(
     scale: float | None = None,
     enable_gqa: bool = False,
 ) -> torch.Tensor:
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        # as F.scaled_dot_product_attention does before its kernels: True keeps, False masks
+        additive = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device)
+        attn_mask = additive.masked_fill(attn_mask.logical_not(), float("-inf"))
+    extra = {"enable_gqa": True} if enable_gqa else {}  # torch < 2.5 has no such argument
     output: torch.Tensor = torch.ops.aten._scaled_dot_product_attention_math(
-        query,
-        key,
-        value,
-        attn_mask,
-        dropout_p,
-        is_causal,
-        scale=scale,
-        enable_gqa=enable_gqa,
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **extra
     )[0]
     return output

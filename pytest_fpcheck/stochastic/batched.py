@@ -74,7 +74,6 @@ from .memo import Memo
 from .mode import (
     _CONVERSIONS,
     _FORMATS,
-    Call,
     StochasticMode,
     _accumulate,
     _all_finite,
@@ -573,26 +572,24 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
         source = 1 if self._functional == "aten.copy" else 0
         return source in self._positions
 
-    def _operands_finite(self, floating: list[torch.Tensor]) -> Any:
-        """Per sample: are its operands finite?"""
-        return [
-            all(map(_all_finite, (t[index] if id(t) in self._rows else t for t in floating)))
-            for index in range(self.count)
-        ]
+    def _operands_finite(self, tensors: list[torch.Tensor]) -> Any:
+        """Per sample: are its values of these operands finite (one pass each)?"""
+        finite = torch.ones(self.count, dtype=torch.bool)
+        for t in tensors:
+            if id(t) in self._rows:
+                rows = torch.isfinite(t).reshape(self.count, -1).all(1).cpu()
+                finite &= rows
+            elif not _all_finite(t):
+                return [False] * self.count
+        return finite.tolist()
 
     def _check_overflow(
-        self,
-        functional: str,
-        result: Any,
-        floating: list[torch.Tensor],
-        call: Call,
-        before: Any,
+        self, functional: str, result: Any, floating: list[torch.Tensor], before: Any
     ) -> None:
-        """Per sample: a sample's rows of the result not finite where its operands were (before
-        an operation in place ran), other than a pole's infinities."""
+        """Per sample: a sample's rows of the result not finite where its operands were (and,
+        for those the operation wrote into, were before it ran)."""
         if not any(self._suspects):
             return
-        memo: dict[str, Any] = {}
         for index, suspect in enumerate(self._suspects):
             if not suspect or self.overflows[index] is not None:
                 continue
@@ -600,8 +597,7 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
             if _all_finite(row):
                 continue
             operands = [t[index] if id(t) in self._rows else t for t in floating]
-            finite = all(map(_all_finite, operands)) if before is None else before[index]
-            if finite and not self._poles(functional, floating, result, call, index, memo):
+            if all(map(_all_finite, operands)) and (before is None or before[index]):
                 self.overflows[index] = functional
 
     def _row_of(self, index: int, t: torch.Tensor) -> torch.Tensor:

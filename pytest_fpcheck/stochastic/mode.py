@@ -49,12 +49,13 @@ as it is and its results take the one-step perturbation of their own format.
 An operation that makes an infinity or a NaN from finite operands (an overflow, ``0 * inf``
 after one, the square root of a rounded negative) is recorded: a random rounding model says
 nothing about a run that left the format's range, and the estimate then covers the whole
-line (:mod:`pytest_fpcheck.stochastic.run`). An operation in place is judged by its operands
-before it ran. A pole is no overflow: the infinity of ``log(0)`` or ``x / 0`` on operands
-narrower than float64, where float64 arithmetic gives the same infinity
-(:meth:`StochasticMode._poles`), is the function's value, which a program may then discard
-(T5's relative-position buckets take ``log(0)`` and select the other branch with ``where``:
-every T5 estimate was the whole line before).
+line (:mod:`pytest_fpcheck.stochastic.run`). An operation that writes into an operand
+(``add_``) is judged by that operand's values before it ran; a destination it only writes
+(``out=``, ``copy_``'s) is no operand. An infinity is recorded even where it is a pole of the
+function at an exact zero (T5's ``log(0)`` of its relative positions, then discarded by
+``where``): the run cannot tell such a zero from one a rounding made (``1 - sigmoid(20)``
+rounded to 0, whose ``log`` a ``clamp`` then makes finite, far from the exact -20), so it
+stays on the safe side.
 """
 
 from __future__ import annotations
@@ -206,24 +207,6 @@ EXACT = frozenset(
     }
 )
 _CONVERSIONS = frozenset({"aten._to_copy", "aten.copy"})
-#: functional packet names whose infinities at finite operands are poles of the function
-#: (:meth:`StochasticMode._poles`), never overflows of float64 from narrower operands
-POLES = frozenset(
-    {
-        "aten.div",
-        "aten.log",
-        "aten.log10",
-        "aten.log1p",
-        "aten.log2",
-        "aten.reciprocal",
-        "aten.rsqrt",
-        "aten.xlogy",
-    }
-)
-#: an operation and its arguments, as the dispatch mode received them
-Call = tuple[torch._ops.OpOverload, tuple[Any, ...], dict[str, Any]]
-#: the largest magnitude of a float32 number, and its smallest positive one
-_FLOAT32_RANGE = (2.0**128, 2.0**-149)
 #: float32 operations that run in their own format (a float64 rerun costs more than the run):
 #: matrix products and convolutions, whose rounding is their accumulation's (the Gaussian term)
 _OWN_FORMAT = frozenset(
@@ -276,20 +259,25 @@ def _to_float64(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.float64)
 
 
-def _float32_sized(value: Any) -> bool:
-    """Is ``value`` no Python float beyond float32's range (``1e-300`` as a divisor)?"""
-    if isinstance(value, float) and value != 0.0 and math.isfinite(value):
-        return _FLOAT32_RANGE[1] <= abs(value) < _FLOAT32_RANGE[0]
-    return True
-
-
-def _to_float64_all(value: Any) -> Any:
-    """Floating tensors (and dtypes) of every format to float64."""
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return value.to(torch.float64)
-    if isinstance(value, torch.dtype) and value.is_floating_point:
-        return torch.float64
-    return value
+def _written_operands(
+    func: torch._ops.OpOverload, functional: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[torch.Tensor, bool]]:
+    """The tensors an operation writes into, each with whether it also reads their values
+    (``add_``'s ``self``: yes; an ``out=`` argument, ``copy_``'s destination: no)."""
+    written = []
+    for position, argument in enumerate(func._schema.arguments):
+        info = argument.alias_info
+        if info is None or not info.is_write:
+            continue
+        if argument.kwarg_only or position >= len(args):
+            value = kwargs.get(argument.name)
+        else:
+            value = args[position]
+        reads = not (argument.kwarg_only or functional == "aten.copy")
+        for tensor in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(tensor, torch.Tensor):
+                written.append((tensor, reads))
+    return written
 
 
 def _widen_float32(value: Any) -> Any:
@@ -457,13 +445,20 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if not floating:
             return self._call(func, args, kwargs)
         self._suspect = False
-        # an operation in place writes its result into an operand: look at them before
-        before = self._operands_finite(floating) if mutable else None
+        read = floating
+        before = None
+        if mutable:
+            # what the operation writes into: its values before (if it reads them: add_), or
+            # none at all (a destination it only writes: out=, copy_'s)
+            written = _written_operands(func, functional, args, kwargs)
+            read = [t for t in floating if not any(t is w for w, _ in written)]
+            updated = [w for w, reads in written if reads and w.dtype in _FORMATS]
+            before = self._operands_finite(updated) if updated else None
         result = self._handle(func, functional, mutable, flat, floating, args, kwargs)
         for leaf in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(leaf, torch.Tensor):
                 self.dtypes.add(leaf.dtype)
-        self._check_overflow(functional, result, floating, (func, args, kwargs), before)
+        self._check_overflow(functional, result, read, before)
         return result
 
     # what a batch of samples (pytest_fpcheck.stochastic.batched) does its own way
@@ -472,82 +467,25 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         """Run the operation (here: as it is)."""
         return func(*args, **kwargs)
 
-    def _operands_finite(self, floating: list[torch.Tensor]) -> Any:
-        """Are the operands finite (here: all of them; a batch: each sample's)?"""
-        return all(map(_all_finite, floating))
+    def _operands_finite(self, tensors: list[torch.Tensor]) -> Any:
+        """Are these operands finite (here: all of them; a batch: each sample's)?"""
+        return all(map(_all_finite, tensors))
 
     def _check_overflow(
-        self,
-        functional: str,
-        result: Any,
-        floating: list[torch.Tensor],
-        call: Call,
-        before: Any,
+        self, functional: str, result: Any, floating: list[torch.Tensor], before: Any
     ) -> None:
         """Record ``functional`` as the run's overflow if it made a non-finite value from finite
-        operands (looked at only when a rounding found a value out of range), other than a
-        pole's infinity (:meth:`_poles`). ``before``: :meth:`_operands_finite` before an
-        operation in place ran (None: look at the operands now)."""
+        operands ``floating`` and, for the operands it wrote into, ``before``
+        (:meth:`_operands_finite` of them before it ran; None: there were none). Looked at only
+        when a rounding found a value out of range."""
         if (
             self._suspect  # some result was not finite, or could round beyond the range
             and self.overflowed is None
             and not _all_finite(result)
-            and (all(map(_all_finite, floating)) if before is None else before)
-            and not self._poles(functional, floating, result, call, None)
+            and all(map(_all_finite, floating))
+            and (before is None or before)
         ):
             self.overflowed = functional
-
-    def _poles(
-        self,
-        functional: str,
-        floating: list[torch.Tensor],
-        result: Any,
-        call: Call,
-        row: int | None,
-        memo: dict[str, Any] | None = None,
-    ) -> bool:
-        """Are the non-finite values of ``result`` (sample ``row``'s, in a batch; None: all)
-        infinities that exact arithmetic gives too, an operation's poles (``log(0)``, ``1 / 0``,
-        ``rsqrt(0)``) rather than overflows?
-
-        Rule: the operation is one of :data:`POLES`, no floating operand is float64, and
-        float64 arithmetic on the same operands gives an infinity of the same sign at each of
-        these elements. None of these functions can overflow float64 from operands below
-        float32's largest value (``|x / y| <= 2**128 / 2**-149``, ``|log x| < 104``), so an
-        infinity in float64 is the function's value. A NaN (``0 / 0``, the logarithm or square
-        root of a rounded negative) is never a pole, and a zero operand is taken as the exact
-        zero it is in the run (T5's relative positions: ``log(0)`` then discarded by
-        ``where``). ``memo`` keeps the float64 results for the other rows of a batch."""
-        func, args, kwargs = call
-        if (
-            functional not in POLES
-            or _describe(func)[2]  # in place: the operands hold the result now
-            or any(t.dtype == torch.float64 for t in floating)
-            or not all(map(_float32_sized, _leaves(args) + _leaves(tuple(kwargs.values()))))
-        ):
-            return False
-        memo = {} if memo is None else memo
-        if "exact" not in memo:
-            exact_args, exact_kwargs = _map_arguments(_to_float64_all, args, kwargs)
-            try:
-                memo["exact"] = self._call(func, exact_args, exact_kwargs)
-            except RuntimeError:  # no float64 kernel: an overflow, as before
-                memo["exact"] = None
-        exact = memo["exact"]
-        if exact is None:
-            return False
-        for got, want in zip(_results(result)[0], _results(exact)[0], strict=True):
-            if not isinstance(got, torch.Tensor) or not got.is_floating_point():
-                continue
-            if row is not None:
-                got, want = self._row_of(row, got), self._row_of(row, want)
-            if not bool(torch.where(torch.isfinite(got), True, got == want).all()):
-                return False
-        return True
-
-    def _row_of(self, row: int, t: torch.Tensor) -> torch.Tensor:
-        """Sample ``row``'s value of a result (here, a run of one sample: all of it)."""
-        return t
 
     def _note_range(self, x: torch.Tensor, fmt: Format, inside: bool | None = None) -> None:
         """If ``x`` is not finite and within ``fmt``'s range (``inside``, when known), the

@@ -30,9 +30,8 @@ Per element, from the ``N`` samples ``y_1 .. y_N``:
   a verdict's false alarm rate is at most ``1 - confidence``. An element with a non-finite
   sample gets the whole line: it may be NaN, and an overflow in one run says nothing of the
   exact result's size. When any run had an operation make a non-finite value from finite
-  operands (other than a pole's infinity, ``log(0)``: :mod:`pytest_fpcheck.stochastic.mode`),
-  every element gets the whole line (which outputs the overflow reached is unknown), with a
-  note naming the operation.
+  operands, every element gets the whole line (which outputs the overflow reached is unknown),
+  with a note naming the operation.
 
 Each sample is a function of the seed, its index and the number of samples only, so they may
 run on any ``concurrent.futures.Executor`` in any order with the same result. The directions of

@@ -124,3 +124,22 @@ def test_the_function_mode_is_entered_only_where_a_device_needs_it(
     assert attention.needed()
     assert any(isinstance(m, attention.MathAttention) for m in stack_inside())
     assert not _get_current_function_mode_stack()
+
+
+@pytest.mark.usefixtures("off_the_cpu")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_boolean_mask_masks(dtype: torch.dtype) -> None:
+    """The math operation adds its mask: a boolean one is made additive first (True keeps)."""
+    q, k, v = _operands(dtype, heads=2, kv_heads=2)
+    keep = torch.rand(9, 9, generator=torch.Generator().manual_seed(2)) > 0.4
+    keep[:, 0] = True  # no row masked whole
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+    with StochasticMode(SampleRandom(Pools.shared(), 0, 0, 1)):
+        got = attend(q.float(), k.float(), v.float())
+    torch.testing.assert_close(got, attend(q.float(), k.float(), v.float()), rtol=1e-5, atol=1e-6)
+    bounds = fp.stochastic_bounds(attend, q, k, v, samples=16, seed=1)
+    exact = attend(q.double(), k.double(), v.double())
+    assert fp.classify(attend(q, k, v), exact, bounds=bounds).kind == "roundoff"
