@@ -358,7 +358,7 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
         self._suspects = [False] * self.count
         self._made = set()
         try:
-            result = super().__torch_dispatch__(func, types, physical_args, physical_kwargs)
+            result = self._dispatch(func, types, physical_args, physical_kwargs)
             wrapped = _map_results(self._wrap, result)
         finally:
             self._positions, self._rows, self._made = (), set(), set()
@@ -387,7 +387,7 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
             sample_args, sample_kwargs = _replace(args, kwargs, replacements)
             self.batch.row(index)
             ops = mode.ops
-            outs.append(mode.__torch_dispatch__(func, types, sample_args, sample_kwargs))
+            outs.append(mode._dispatch(func, types, sample_args, sample_kwargs))
             if mode.overflowed is not None and self.overflows[index] is None:
                 self.overflows[index] = mode.overflowed
         self.ops += mode.ops - ops

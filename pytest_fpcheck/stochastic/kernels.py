@@ -53,6 +53,8 @@ def truncate_twin(
     tiny = np.zeros(rows, dtype=np.bool_)
     for row in range(rows):
         start = int(starts[row])
+        if start < 0 or start + n > pool.shape[0]:
+            raise ValueError(_OUTSIDE_THE_POOL)
         drawn = (pool[start : start + n].astype(np.int64) + shifts[row]) & low
         b = bits[row].astype(np.int64)
         out[row] = (((b + drawn) & mask) >> half).astype(out.dtype)
@@ -80,8 +82,10 @@ def _truncate(
     outside = False
     tiny = np.zeros(rows, dtype=np.bool_)
     for row in range(rows):
-        shift = shifts[row]
-        source, target, drawn = bits[row], out[row], pool[starts[row] :]
+        shift, start = shifts[row], starts[row]
+        if start < 0 or start + n > pool.shape[0]:  # the loop below reads without a check
+            raise ValueError(_OUTSIDE_THE_POOL)
+        source, target, drawn = bits[row], out[row], pool[start:]
         # the flags as a maximum and a minimum (reductions that vectorise)
         widest, narrowest = np.int64(0), np.int64(magnitude)
         for i in range(n):
@@ -95,18 +99,28 @@ def _truncate(
     return outside, tiny
 
 
-def _check_window(pool: np.ndarray, starts: np.ndarray, length: int, rows: int) -> None:
-    """``rows`` starts (int64), each reading ``length`` numbers inside the 1-D ``pool`` (the
-    compiled loops do not check their bounds)."""
+#: what the compiled loops raise for a window outside the pool (they check each row's before
+#: reading it without bounds checks); :func:`_windowed` says which
+_OUTSIDE_THE_POOL = "a window leaves the pool"
+
+
+def _check_window(pool: np.ndarray, starts: np.ndarray, rows: int) -> None:
+    """``rows`` starts (int64) into the 1-D ``pool``; whether each window lies inside it, the
+    loops check as they go."""
     if pool.ndim != 1 or starts.ndim != 1 or starts.dtype != np.int64 or len(starts) != rows:
         raise ValueError(
             f"starts of {rows} int64 offsets into a 1-D pool expected, not {starts.dtype} "
             f"{starts.shape} into {pool.shape}"
         )
-    if rows and (int(starts.min()) < 0 or int(starts.max()) + length > pool.size):
-        raise ValueError(
-            f"starts {starts.tolist()} reading {length} numbers each leave the pool of {pool.size}"
-        )
+
+
+def _windowed(error: ValueError, pool: np.ndarray, starts: np.ndarray, length: int) -> Exception:
+    """The loops' error with the windows named (or ``error`` itself, if it is another)."""
+    if str(error) != _OUTSIDE_THE_POOL:
+        return error
+    return ValueError(
+        f"starts {starts.tolist()} reading {length} numbers each leave the pool of {pool.size}"
+    )
 
 
 def truncate(
@@ -133,7 +147,7 @@ def truncate(
             f"not {bits.dtype} {bits.shape} and {pool.dtype}"
         )
     rows, n = bits.shape
-    _check_window(pool, starts, n, rows)
+    _check_window(pool, starts, rows)
     if shifts.shape != (rows,) or shifts.dtype != np.int64:
         raise ValueError(f"{rows} int64 shifts expected, not {shifts.dtype} {shifts.shape}")
     high = out.dtype == np.int16
@@ -148,7 +162,10 @@ def truncate(
     magnitude = (1 << (width - 1)) - 1
     half = 16 if high else 0
     constants = ((1 << dropped) - 1, -(1 << dropped), magnitude, largest, smallest, half)
-    outside, tiny = _truncate(bits, pool, starts, shifts, constants, out)
+    try:
+        outside, tiny = _truncate(bits, pool, starts, shifts, constants, out)
+    except ValueError as error:
+        raise _windowed(error, pool, starts, n) from None
     return bool(outside), tiny
 
 
@@ -168,6 +185,8 @@ def product_noise_twin(
     square, cross = np.float32(scales[0]), np.float32(scales[1])
     for group in range(groups):
         start = starts[group // per] + (group % per) * m * n
+        if starts[group // per] < 0 or start + m * n > pool.shape[0]:
+            raise ValueError(_OUTSIDE_THE_POOL)
         z = pool[start : start + m * n].reshape(m, n)
         t = total[group]
         with np.errstate(all="ignore"):  # as compiled code: infinities and NaNs, no warning
@@ -201,6 +220,8 @@ def _product_noise(
     sigma = np.empty(n, dtype=np.float32)
     for group in range(groups):
         start = starts[group // per] + (group % per) * m * n
+        if starts[group // per] < 0 or start + m * n > pool.shape[0]:
+            raise ValueError(_OUTSIDE_THE_POOL)
         for i in range(m):
             row = cross * rows[group, i]
             t, column, z, target = (
@@ -250,9 +271,12 @@ def product_noise(
     if len(starts) == 0 or groups % len(starts):
         raise ValueError(f"{groups} groups do not divide among {len(starts)} samples")
     per = groups // len(starts)
-    _check_window(pool, starts, per * m * n, len(starts))
+    _check_window(pool, starts, len(starts))
     # contiguous operands (the norms broadcast over groups are small): a strided row of
     # norms keeps the inner loop from vectorising, eight times slower on 64 x 64 products
     total, rows, columns = (np.ascontiguousarray(a) for a in (total, rows, columns))
     wide = out.dtype == np.float64
-    _product_noise(total, rows, columns, scales, pool, starts, per, wide, out)
+    try:
+        _product_noise(total, rows, columns, scales, pool, starts, per, wide, out)
+    except ValueError as error:
+        raise _windowed(error, pool, starts, per * m * n) from None

@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from ..formats import Format
+from .kernels import product_noise, truncate
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -597,7 +598,6 @@ def _truncated_on_host(
     x: torch.Tensor, dtype: torch.dtype, fmt: Format, draw: Draw
 ) -> tuple[torch.Tensor, bool]:
     """:func:`round_checked` by truncation, in one compiled pass (host memory)."""
-    from .kernels import truncate
 
     patterns, dropped, kind, same_range = _TRUNCATIONS[(x.dtype, dtype)]
     rows = draw.rows
@@ -689,7 +689,6 @@ def add_product_noise(
     and columns, broadcast over its leading dimensions (the sequential model of
     :mod:`pytest_fpcheck.stochastic.accumulation`): one compiled pass
     (:mod:`pytest_fpcheck.stochastic.kernels`), where the tensor operations took eight."""
-    from .kernels import product_noise
 
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype: float32 or float64 expected, not {dtype}")
