@@ -81,6 +81,7 @@ from .mode import (
     _leaves,
     _map_arguments,
     _narrower,
+    _written_operands,
 )
 from .rounding import BatchRandom, in_range
 
@@ -208,21 +209,6 @@ def _replace(
     return new_args, new_kwargs
 
 
-def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    """The arguments ``func`` writes into."""
-    written = []
-    for position, argument in enumerate(func._schema.arguments):
-        info = argument.alias_info
-        if info is None or not info.is_write:
-            continue
-        if argument.kwarg_only or position >= len(args):
-            value = kwargs.get(argument.name)
-        else:
-            value = args[position]
-        written.extend(_leaves((value,)))
-    return written
-
-
 def _aliased(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
     """``result`` with each result that is an argument written into (``add_``, ``out=``)
     replaced by that argument itself."""
@@ -338,8 +324,8 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
             if passes or not floating or not self._rounds(functional, args):
                 return func(*args, **kwargs)
         if mutable:
-            for target in _written(func, args, kwargs):
-                if isinstance(target, torch.Tensor) and type(target) is not SampleBatch:
+            for target, _ in _written_operands(func, functional, args, kwargs):
+                if type(target) is not SampleBatch:
                     raise Unbatchable(
                         f"{functional} writes a value that differs between the samples into a "
                         "tensor they share"
