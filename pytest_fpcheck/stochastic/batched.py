@@ -324,7 +324,7 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
             if passes or not floating or not self._rounds(functional, args):
                 return func(*args, **kwargs)
         if mutable:
-            for target, _ in _written_operands(func, functional, args, kwargs):
+            for target in _written_operands(func, args, kwargs):
                 if type(target) is not SampleBatch:
                     raise Unbatchable(
                         f"{functional} writes a value that differs between the samples into a "

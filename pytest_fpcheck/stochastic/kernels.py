@@ -53,7 +53,7 @@ def truncate_twin(
     tiny = np.zeros(rows, dtype=np.bool_)
     for row in range(rows):
         start = int(starts[row])
-        if start < 0 or start + n > pool.shape[0]:
+        if start < 0 or start > pool.shape[0] - n:
             raise ValueError(_OUTSIDE_THE_POOL)
         drawn = (pool[start : start + n].astype(np.int64) + shifts[row]) & low
         b = bits[row].astype(np.int64)
@@ -83,7 +83,7 @@ def _truncate(
     tiny = np.zeros(rows, dtype=np.bool_)
     for row in range(rows):
         shift, start = shifts[row], starts[row]
-        if start < 0 or start + n > pool.shape[0]:  # the loop below reads without a check
+        if start < 0 or start > pool.shape[0] - n:  # the loop below reads without a check
             raise ValueError(_OUTSIDE_THE_POOL)
         source, target, drawn = bits[row], out[row], pool[start:]
         # the flags as a maximum and a minimum (reductions that vectorise)
@@ -184,9 +184,10 @@ def product_noise_twin(
     groups, m, n = total.shape
     square, cross = np.float32(scales[0]), np.float32(scales[1])
     for group in range(groups):
-        start = starts[group // per] + (group % per) * m * n
-        if starts[group // per] < 0 or start + m * n > pool.shape[0]:
+        first, offset = starts[group // per], (group % per) * m * n
+        if first < 0 or first > pool.shape[0] - offset - m * n:
             raise ValueError(_OUTSIDE_THE_POOL)
+        start = first + offset
         z = pool[start : start + m * n].reshape(m, n)
         t = total[group]
         with np.errstate(all="ignore"):  # as compiled code: infinities and NaNs, no warning
@@ -219,9 +220,10 @@ def _product_noise(
     square, cross = np.float32(scales[0]), np.float32(scales[1])
     sigma = np.empty(n, dtype=np.float32)
     for group in range(groups):
-        start = starts[group // per] + (group % per) * m * n
-        if starts[group // per] < 0 or start + m * n > pool.shape[0]:
+        first, offset = starts[group // per], (group % per) * m * n
+        if first < 0 or first > pool.shape[0] - offset - m * n:  # no sum that could wrap
             raise ValueError(_OUTSIDE_THE_POOL)
+        start = first + offset
         for i in range(m):
             row = cross * rows[group, i]
             t, column, z, target = (

@@ -50,8 +50,9 @@ An operation that makes an infinity or a NaN from finite operands (an overflow, 
 after one, the square root of a rounded negative) is recorded: a random rounding model says
 nothing about a run that left the format's range, and the estimate then covers the whole
 line (:mod:`pytest_fpcheck.stochastic.run`). An operation that writes into an operand
-(``add_``) is judged by that operand's values before it ran; a destination it only writes
-(``out=``, ``copy_``'s) is no operand. An infinity is recorded even where it is a pole of the
+(``add_``, ``out=``) is judged by its operands' values before it ran (any of them may share
+the memory it writes); a destination it only writes (an ``out=`` argument, ``copy_``'s first)
+is no operand, unless it is also passed as one. An infinity is recorded even where it is a pole of the
 function at an exact zero (T5's ``log(0)`` of its relative positions, then discarded by
 ``where``): the run cannot tell such a zero from one a rounding made (``1 - sigmoid(20)``
 rounded to 0, whose ``log`` a ``clamp`` then makes finite, far from the exact -20), so it
@@ -260,11 +261,10 @@ def _to_float64(t: torch.Tensor) -> torch.Tensor:
 
 
 def _written_operands(
-    func: torch._ops.OpOverload, functional: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> list[tuple[torch.Tensor, bool]]:
-    """The tensors an operation writes into, each with whether it also reads their values
-    (``add_``'s ``self``: yes; an ``out=`` argument, ``copy_``'s destination: no)."""
-    written = []
+    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[torch.Tensor]:
+    """The tensors an operation writes into (``add_``'s ``self``, ``out=`` arguments)."""
+    written: list[torch.Tensor] = []
     for position, argument in enumerate(func._schema.arguments):
         info = argument.alias_info
         if info is None or not info.is_write:
@@ -273,11 +273,32 @@ def _written_operands(
             value = kwargs.get(argument.name)
         else:
             value = args[position]
-        reads = not (argument.kwarg_only or functional == "aten.copy")
-        for tensor in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(tensor, torch.Tensor):
-                written.append((tensor, reads))
+        written.extend(t for t in _leaves((value,)) if isinstance(t, torch.Tensor))
     return written
+
+
+def _read_operands(
+    func: torch._ops.OpOverload, functional: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[torch.Tensor]:
+    """The floating tensors an operation reads: its tensor arguments but the destinations it
+    only writes (``out=`` arguments, ``copy_``'s first), told by position, not identity (``y``
+    may be both ``out=`` and an operand)."""
+    read: list[torch.Tensor] = []
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.kwarg_only or position >= len(args):
+            if argument.name not in kwargs:
+                continue
+            value = kwargs[argument.name]
+        else:
+            value = args[position]
+        info = argument.alias_info
+        only_written = argument.kwarg_only or (functional == "aten.copy" and position == 0)
+        if info is not None and info.is_write and only_written:
+            continue
+        read.extend(
+            t for t in _leaves((value,)) if isinstance(t, torch.Tensor) and t.dtype in _FORMATS
+        )
+    return read
 
 
 def _widen_float32(value: Any) -> Any:
@@ -447,20 +468,19 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if not floating:
             return self._call(func, args, kwargs)
         self._suspect = False
-        read = floating
-        before = None
+        after, before = floating, None
         if mutable:
-            # what the operation writes into: its values before (if it reads them: add_), or
-            # none at all (a destination it only writes: out=, copy_'s)
-            written = _written_operands(func, functional, args, kwargs)
-            read = [t for t in floating if not any(t is w for w, _ in written)]
-            updated = [w for w, reads in written if reads and w.dtype in _FORMATS]
-            before = self._operands_finite(updated) if updated else None
+            # it writes into an operand, which any other may share memory with: the operands'
+            # values before it ran, but for a destination it only writes (out=, copy_'s)
+            after, before = (
+                [],
+                self._operands_finite(_read_operands(func, functional, args, kwargs)),
+            )
         result = self._handle(func, functional, mutable, flat, floating, args, kwargs)
         for leaf in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(leaf, torch.Tensor):
                 self.dtypes.add(leaf.dtype)
-        self._check_overflow(functional, result, read, before)
+        self._check_overflow(functional, result, after, before)
         return result
 
     __torch_dispatch__ = _dispatch
@@ -479,8 +499,8 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self, functional: str, result: Any, floating: list[torch.Tensor], before: Any
     ) -> None:
         """Record ``functional`` as the run's overflow if it made a non-finite value from finite
-        operands ``floating`` and, for the operands it wrote into, ``before``
-        (:meth:`_operands_finite` of them before it ran; None: there were none). Looked at only
+        operands: ``floating`` now and ``before`` (:meth:`_operands_finite` of those of an
+        operation that writes into an operand, taken before it ran; None: none). Looked at only
         when a rounding found a value out of range."""
         if (
             self._suspect  # some result was not finite, or could round beyond the range

@@ -302,3 +302,26 @@ def test_the_compiled_product_noise_is_the_accumulation_model(
     assert not torch.equal(got, total.to(dtype))
     like = torch.empty(rows, 50) if rows > 1 else torch.empty(50)
     assert torch.equal(host.take("normal", like), tensors.take("normal", like))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("start", [-1, 9, 2**63 - 2])
+def test_windows_outside_the_pool_are_refused_by_the_loops(
+    compiled: bool, start: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled loops and their twins check each window before reading it, without a sum
+    that could wrap (a start near 2**63 passed ``start + n > size``)."""
+    from pytest_fpcheck.interval.jit import MODE_ENV
+
+    monkeypatch.setenv(MODE_ENV, "eager" if compiled else "")
+    bits, pool = np.zeros((2, 8), np.int32), np.zeros(16, np.int32)
+    starts = np.array([0, start], np.int64)
+    shifts, out = np.zeros(2, np.int64), np.empty((2, 8), np.int32)
+    with pytest.raises(ValueError, match=r"reading 8 numbers each leave the pool of 16"):
+        truncate(bits, pool, starts, shifts, 13, 0, 0, out)
+    f32 = np.zeros((2, 3, 4), np.float32)
+    rows, columns = np.ones((2, 3), np.float32), np.ones((2, 4), np.float32)
+    with pytest.raises(ValueError, match=r"reading 12 numbers each leave the pool of 16"):
+        product_noise(
+            f32, rows, columns, (1.0, 1.0), np.zeros(16, np.float32), starts, np.empty_like(f32)
+        )

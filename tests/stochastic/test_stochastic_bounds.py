@@ -434,3 +434,48 @@ def test_a_destination_only_written_is_no_operand(fill: float) -> None:
         assert "made a non-finite value from finite operands" in b.notes[1], fn
         fine = stochastic_bounds(fn, torch.tensor([3.0, 1.0]), samples=4, seed=0)
         assert np.isfinite(fine.lo).all(), fn
+
+
+def _square_by_a_view(t: torch.Tensor) -> torch.Tensor:
+    y = t * 1.0
+    y.mul_(y.view(-1))  # the operand is another object on the memory mul_ writes
+    return torch.where(y.isinf(), 0.0, y) + 1.0
+
+
+def _square_in_place(t: torch.Tensor) -> torch.Tensor:
+    y = t * 1.0
+    y.mul_(y)  # a batch runs this large operation sample by sample, on one view per argument
+    return torch.where(y.isinf(), 0.0, y) + 1.0
+
+
+def _add_into_an_operand(t: torch.Tensor) -> torch.Tensor:
+    y = t * 1.0
+    y[0] = math.inf
+    torch.add(y, 1.0, out=y)  # y is both an operand and the destination: it held the inf
+    return torch.where(y.isinf(), 0.0, y) + 1.0
+
+
+_LARGE = torch.full((1 << 16,), 2.0)
+_LARGE[0] = 1e20
+
+
+@pytest.mark.parametrize(
+    ("fn", "x", "overflow"),
+    [
+        (_square_by_a_view, torch.tensor([1e20, 2.0]), True),
+        (_square_in_place, _LARGE, True),
+        (_add_into_an_operand, torch.tensor([1.0, 2.0]), False),
+        (_add_into_an_operand, torch.full((1 << 16,), 2.0), False),
+    ],
+)
+@pytest.mark.parametrize("batched", [True, False])
+def test_an_operation_in_place_is_judged_by_its_operands_before_it_ran(
+    fn: Any, x: torch.Tensor, overflow: bool, batched: bool
+) -> None:
+    """Every operand it reads, whatever object holds it (one may share the written memory),
+    and an operand that is also the ``out=`` destination: the same verdict batched and alone."""
+    executor = None if batched else concurrent.futures.ThreadPoolExecutor(2)
+    b = stochastic_bounds(fn, x, samples=4, seed=0, executor=executor)
+    noted = any("made a non-finite value from finite operands" in note for note in b.notes)
+    assert noted is overflow
+    assert bool(np.isfinite(b.lo).all()) is not overflow
