@@ -193,16 +193,21 @@ def run(options: argparse.Namespace) -> None:
                         with np.errstate(divide="ignore", invalid="ignore"):
                             ratio = np.abs(reference - mean) / half
                             ratio_plain = np.abs(plain_values - mean) / half
-                        worst = int(np.nanargmax(ratio))
+                        # a whole-line interval (an overflow noted) has no ratio anywhere
+                        worst = int(np.nanargmax(ratio)) if np.isfinite(ratio).any() else 0
                         fields.update(
                             kind=verdict.kind,
                             outside=int(
                                 np.sum(~((bounds.lo <= reference) & (reference <= bounds.hi)))
                             ),
                             elements=int(reference.size),
-                            worst=float(np.nanmax(ratio)),
+                            worst=float(np.nanmax(ratio)) if np.isfinite(ratio).any() else None,
                             worst_at=np.unravel_index(worst, ratio.shape),
-                            worst_plain=float(np.nanmax(ratio_plain)),
+                            worst_plain=(
+                                float(np.nanmax(ratio_plain))
+                                if np.isfinite(ratio_plain).any()
+                                else None
+                            ),
                             median_half_over_error=float(
                                 np.median(
                                     half / np.maximum(np.abs(plain_values - reference), 1e-300)
