@@ -25,6 +25,10 @@ computed in a wider format:
   :mod:`pytest_fpcheck.stochastic.accumulation`);
 * conversions to a narrower format (``.to(torch.bfloat16)``, ``copy_`` into a narrower tensor)
   are stochastic roundings of the source;
+* an operation that writes into its operands (``add_``, ``out=``) runs wider on copies of every
+  tensor it writes, whatever its format (``x.add_(y)`` of a float32 ``x`` and a bfloat16 ``y``
+  otherwise added ``y`` twice), and the tensors it wrote take the rounded values; one that
+  returns nothing (``_foreach_mul_``) has the tensors it wrote rounded the same way;
 * ``F.scaled_dot_product_attention`` off the CPU runs ATen's math path, whose operations are
   rounded one by one (:mod:`pytest_fpcheck.stochastic.attention`: the fused CUDA kernels have no
   wider version and no batching rule);
@@ -301,6 +305,27 @@ def _read_operands(
     return read
 
 
+def _wide_copies(
+    widen: Callable[[Any], Any],
+    func: torch._ops.OpOverload,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of an operation that writes into some of them, ``widen``-ed for its wider
+    run, every tensor it writes copied whatever its format: the wider run must not write into
+    the program's tensors, which the plain run then writes again (``x.add_(y)`` of a float32
+    ``x`` and a bfloat16 ``y`` added ``y`` twice)."""
+    written = {id(t) for t in _written_operands(func, args, kwargs)}
+
+    def copy(value: Any) -> Any:
+        widened = widen(value)
+        if widened is value and isinstance(value, torch.Tensor) and id(value) in written:
+            return value.clone()
+        return widened
+
+    return _map_arguments(copy, args, kwargs)
+
+
 def _widen_float32(value: Any) -> Any:
     """float32 tensors (and dtypes) to float64."""
     if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
@@ -480,7 +505,11 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         for leaf in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(leaf, torch.Tensor):
                 self.dtypes.add(leaf.dtype)
-        self._check_overflow(functional, result, after, before)
+        if mutable and not any(isinstance(leaf, torch.Tensor) for leaf in _results(result)[0]):
+            # an operation in place that returns nothing (_foreach_mul_): what it wrote
+            self._check_overflow(functional, _written_operands(func, args, kwargs), after, before)
+        else:
+            self._check_overflow(functional, result, after, before)
         return result
 
     __torch_dispatch__ = _dispatch
@@ -548,12 +577,15 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             return self._convert(func, functional, args, kwargs)
         if not any(v.dtype in _NARROW for v in floating):
             # the wider run first: it works on copies, the plain run may modify the operands
-            wide, wide_args, wide_kwargs = None, args, kwargs
+            wide, wide_args, wide_kwargs, widened = None, args, kwargs, False
             if functional not in _OWN_FORMAT and any(v.dtype == torch.float32 for v in floating):
-                widen = _widen_float32 if mutable else self._widened_float32
-                wide_args, wide_kwargs = _map_arguments(widen, args, kwargs)
+                if mutable:
+                    wide_args, wide_kwargs = _wide_copies(_widen_float32, func, args, kwargs)
+                else:
+                    wide_args, wide_kwargs = _map_arguments(self._widened_float32, args, kwargs)
                 try:
                     wide = self._call(ACCURATE.get(func, func), wide_args, wide_kwargs)
+                    widened = True  # (an operation in place may return nothing)
                 except RuntimeError:  # a kernel without float64: its own result, perturbed
                     wide, wide_args, wide_kwargs = None, args, kwargs
                 if wide is not None and not mutable:
@@ -564,14 +596,18 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
                             wide, targets, functional, wide_args, wide_kwargs, None
                         )
             out = self._call(func, args, kwargs)
+            if mutable and widened:
+                return self._round_written(
+                    func, out, wide, functional, args, wide_args, wide_kwargs
+                )
             return self._round_outputs(
                 out, out if wide is None else wide, functional, wide_args, wide_kwargs, mutable
             )
         if mutable:
-            wide_args, wide_kwargs = _map_arguments(_widen, args, kwargs)  # copies
+            wide_args, wide_kwargs = _wide_copies(_widen, func, args, kwargs)
             wide = self._call(func, wide_args, wide_kwargs)
             out = self._call(func, args, kwargs)
-            return self._round_outputs(out, wide, functional, wide_args, wide_kwargs, True)
+            return self._round_written(func, out, wide, functional, args, wide_args, wide_kwargs)
         targets = self._target_dtypes(func, flat, args, kwargs)
         wide_args, wide_kwargs = _map_arguments(self._widened, args, kwargs)
         try:
@@ -700,6 +736,26 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         rounded, inside = round_checked(value, target, fmt, self.draw)
         self._note_range(value, fmt, inside)
         return rounded
+
+    def _round_written(
+        self,
+        func: torch._ops.OpOverload,
+        out: Any,
+        wide: Any,
+        functional: str,
+        args: tuple[Any, ...],
+        wide_args: tuple[Any, ...],
+        wide_kwargs: dict[str, Any],
+    ) -> Any:
+        """An operation that wrote into its operands: each result rounded from the wider run's
+        into the tensor written; an operation that returns nothing (the foreach ones in place,
+        ``_foreach_mul_``) has its written operands rounded so, from their wide copies."""
+        if any(isinstance(leaf, torch.Tensor) for leaf in _results(out)[0]):
+            return self._round_outputs(out, wide, functional, wide_args, wide_kwargs, True)
+        written = _written_operands(func, args, {})
+        copies = _written_operands(func, wide_args, wide_kwargs)
+        self._round_outputs(written, copies, functional, wide_args, wide_kwargs, True)
+        return out
 
     def _round_outputs(
         self,

@@ -479,3 +479,51 @@ def test_an_operation_in_place_is_judged_by_its_operands_before_it_ran(
     noted = any("made a non-finite value from finite operands" in note for note in b.notes)
     assert noted is overflow
     assert bool(np.isfinite(b.lo).all()) is not overflow
+
+
+def _mixed_in_place(y: torch.Tensor) -> torch.Tensor:
+    x = torch.full((3,), 0.25, dtype=torch.float64 if y.dtype == torch.float32 else torch.float32)
+    x.add_(y)  # the wider run must not write into x: the plain run does, once
+    return x * 1.0
+
+
+def _foreach_in_place(y: torch.Tensor) -> torch.Tensor:
+    x = torch.full((3,), 1.0, dtype=y.dtype)
+    torch._foreach_add_([x], [y])  # returns nothing: what it wrote is rounded
+    return x * 1.0
+
+
+def _method_in_place(y: torch.Tensor) -> torch.Tensor:
+    x = torch.full((3,), 1.0, dtype=y.dtype)
+    x.add_(y)
+    return x * 1.0
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_operations_in_place_write_once_and_are_rounded(batched: bool) -> None:
+    executor = None if batched else concurrent.futures.ThreadPoolExecutor(2)
+
+    def bounds(fn: Any, y: torch.Tensor) -> Any:
+        return stochastic_bounds(fn, y, samples=8, seed=0, executor=executor)
+
+    for y in (torch.ones(3, dtype=torch.bfloat16), torch.full((3,), 0.1)):
+        b = bounds(_mixed_in_place, y)
+        exact = 0.25 + y.double().numpy()
+        assert b.contains(exact).all(), (y.dtype, b.lo, b.hi)
+    for y in (torch.full((3,), 3.3e-8), torch.full((3,), 1e-3, dtype=torch.bfloat16)):
+        foreach, method = bounds(_foreach_in_place, y), bounds(_method_in_place, y)
+        assert (foreach.estimate.std > 0).all()
+        np.testing.assert_array_equal(foreach.estimate.std, method.estimate.std)
+        np.testing.assert_array_equal(foreach.lo, method.lo)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_foreach_overflow_in_place_is_recorded(batched: bool) -> None:
+    def fn(y: torch.Tensor) -> torch.Tensor:
+        x = y * 1.0
+        torch._foreach_mul_([x], [y])  # 1e20 squared overflows float32
+        return torch.where(x.isinf(), 0.0, x) + 1.0
+
+    executor = None if batched else concurrent.futures.ThreadPoolExecutor(2)
+    b = stochastic_bounds(fn, torch.tensor([1e20, 2.0]), samples=4, seed=0, executor=executor)
+    assert "made a non-finite value from finite operands" in b.notes[1]
