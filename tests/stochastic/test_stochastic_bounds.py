@@ -527,3 +527,33 @@ def test_a_foreach_overflow_in_place_is_recorded(batched: bool) -> None:
     executor = None if batched else concurrent.futures.ThreadPoolExecutor(2)
     b = stochastic_bounds(fn, torch.tensor([1e20, 2.0]), samples=4, seed=0, executor=executor)
     assert "made a non-finite value from finite operands" in b.notes[1]
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda y: y.log_normal_(1.0, 0.5),
+        lambda y: y.cauchy_(),
+        lambda y: y.geometric_(0.3),
+        lambda y: y.random_(0, 10),
+        lambda y: y.exponential_(),
+        lambda y: y.uniform_(),
+        lambda y: torch.poisson(y.abs() + 1),
+        lambda y: torch.multinomial(y.abs() + 1, 2).float(),
+        lambda y: torch.nn.functional.rrelu(y - 0.5, training=True),
+    ],
+)
+def test_random_operations_draw_once_and_are_left_alone(draw: Any) -> None:
+    """A random operation under the mode gives the plain run's numbers and leaves the
+    generator where the plain run leaves it (a wider run drew them a second time)."""
+    from pytest_fpcheck.stochastic.mode import StochasticMode
+    from pytest_fpcheck.stochastic.rounding import Pools, SampleRandom
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        torch.manual_seed(0)
+        return draw(torch.full((6,), 0.25)).clone(), torch.rand(2)
+
+    plain = run()
+    with StochasticMode(SampleRandom(Pools.shared(), 0, 0, 1)):
+        rounded = run()
+    torch.testing.assert_close(rounded, plain, rtol=0, atol=0)
