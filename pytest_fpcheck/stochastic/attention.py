@@ -3,10 +3,10 @@
 Rule: in a randomly rounded run, ``F.scaled_dot_product_attention`` on a query that is not on
 the CPU runs ``aten._scaled_dot_product_attention_math`` (scores, softmax, weighted sum) with
 the call's own arguments (a boolean mask made additive first, 0 where it keeps and ``-inf``
-where it masks, as ``F.scaled_dot_product_attention`` does before any of its kernels), so that each of its operations reaches the dispatch mode
-(:mod:`pytest_fpcheck.stochastic.mode`) and is rounded at random as any other is. The math path
-is composite: autograd differentiates it operation by operation, so backward passes are rounded
-the same way.
+where it masks, as ``F.scaled_dot_product_attention`` does before any of its kernels), so
+that each of its operations reaches the dispatch mode (:mod:`pytest_fpcheck.stochastic.mode`)
+and is rounded at random as any other is. The math path is composite: autograd differentiates
+it operation by operation, so backward passes are rounded the same way.
 
 Why: on CUDA, PyTorch picks a fused kernel (cuDNN's, flash or memory-efficient attention) that
 has no float32 version for half-precision operands, no float64 version at all and no batching

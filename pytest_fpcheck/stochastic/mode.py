@@ -55,12 +55,12 @@ after one, the square root of a rounded negative) is recorded: a random rounding
 nothing about a run that left the format's range, and the estimate then covers the whole
 line (:mod:`pytest_fpcheck.stochastic.run`). An operation that writes into an operand
 (``add_``, ``out=``) is judged by its operands' values before it ran (any of them may share
-the memory it writes); a destination it only writes (an ``out=`` argument, ``copy_``'s first)
-is no operand, unless it is also passed as one. An infinity is recorded even where it is a pole of the
-function at an exact zero (T5's ``log(0)`` of its relative positions, then discarded by
-``where``): the run cannot tell such a zero from one a rounding made (``1 - sigmoid(20)``
-rounded to 0, whose ``log`` a ``clamp`` then makes finite, far from the exact -20), so it
-stays on the safe side.
+the memory it writes); a destination it only writes (an ``out=`` argument, ``copy_``'s
+first) is no operand, unless it is also passed as one. An infinity is recorded even where it
+is a pole of the function at an exact zero (T5's ``log(0)`` of its relative positions, then
+discarded by ``where``): the run cannot tell such a zero from one a rounding made
+(``1 - sigmoid(20)`` rounded to 0, whose ``log`` a ``clamp`` then makes finite, far from the
+exact -20), so it stays on the safe side.
 """
 
 from __future__ import annotations
@@ -608,7 +608,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             out = self._call(func, args, kwargs)
             if mutable and widened:
                 return self._round_written(
-                    func, out, wide, functional, args, wide_args, wide_kwargs
+                    func, out, wide, functional, (args, kwargs), wide_args, wide_kwargs
                 )
             return self._round_outputs(
                 out, out if wide is None else wide, functional, wide_args, wide_kwargs, mutable
@@ -617,7 +617,9 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             wide_args, wide_kwargs = _wide_copies(_widen, func, args, kwargs)
             wide = self._call(func, wide_args, wide_kwargs)
             out = self._call(func, args, kwargs)
-            return self._round_written(func, out, wide, functional, args, wide_args, wide_kwargs)
+            return self._round_written(
+                func, out, wide, functional, (args, kwargs), wide_args, wide_kwargs
+            )
         targets = self._target_dtypes(func, flat, args, kwargs)
         wide_args, wide_kwargs = _map_arguments(self._widened, args, kwargs)
         try:
@@ -753,16 +755,17 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         out: Any,
         wide: Any,
         functional: str,
-        args: tuple[Any, ...],
+        call: tuple[tuple[Any, ...], dict[str, Any]],
         wide_args: tuple[Any, ...],
         wide_kwargs: dict[str, Any],
     ) -> Any:
-        """An operation that wrote into its operands: each result rounded from the wider run's
-        into the tensor written; an operation that returns nothing (the foreach ones in place,
-        ``_foreach_mul_``) has its written operands rounded so, from their wide copies."""
+        """An operation that wrote into its operands (``call``: its arguments): each result
+        rounded from the wider run's into the tensor written; an operation that returns nothing
+        (the foreach ones in place, ``_foreach_mul_``) has its written operands rounded so,
+        from their wide copies."""
         if any(isinstance(leaf, torch.Tensor) for leaf in _results(out)[0]):
             return self._round_outputs(out, wide, functional, wide_args, wide_kwargs, True)
-        written = _written_operands(func, args, {})
+        written = _written_operands(func, *call)
         copies = _written_operands(func, wide_args, wide_kwargs)
         self._round_outputs(written, copies, functional, wide_args, wide_kwargs, True)
         return out
