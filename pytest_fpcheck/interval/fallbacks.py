@@ -328,7 +328,7 @@ def epilogue(
     multiplier, scale, eta, limit = c
     if mid.size == 0:
         return
-    m = mid
+    m = mid.astype(np.float64)  # a float32 midpoint product's too
     with np.errstate(all="ignore"):
         r = rad.astype(np.float64) * multiplier
         if has_addend:

@@ -18,7 +18,9 @@ Speed (issue 3's time budget): for accumulation formats no finer than float32 th
 products run in float32 BLAS on operands rounded upward (at least float32's smallest normal),
 their result scaled by 1 / (1 - gamma^{32}_{k+2}) plus (2k + 4) 2**-126 for underflow (even
 flushed): an upper bound of the float64 radius, 1 + O(k 2**-24) wider, at half a float64
-product's cost. Operand preparation and the epilogue (addend, overflow test, outward rounding
+product's cost. Where one operand is a point held exactly in float32 and the other's radii
+dominate, the midpoint product runs in float32 too, its error joined to the radius
+(:func:`_float32_midpoint`). Operand preparation and the epilogue (addend, overflow test, outward rounding
 onto the result format) are single compiled passes (:mod:`.kernels`).
 
 Sums are the same with B a column of ones: the exact sum of the endpoint sums, widened by
@@ -40,7 +42,7 @@ import numpy as np
 
 from ..formats import FORMATS, Format
 from .core import Interval, gamma
-from .kernels import matmul_epilogue, split_operand
+from .kernels import matmul_epilogue, radius_share, split_float32, split_operand
 from .rounding import down, up
 
 if TYPE_CHECKING:
@@ -141,6 +143,43 @@ def _addend_terms(addend: Interval, g: float, shape: tuple[int, ...]) -> tuple[A
     return np.broadcast_to(m_c, shape).copy(), np.broadcast_to(r_c, shape).copy()
 
 
+#: the float32 midpoint product is taken where the interval operand's radii, summed, are at
+#: least this many times the error it adds (its share of the radius then at most 1/8)
+_DOMINANCE = 8.0
+
+
+def _float32_midpoint(
+    x: Interval, other: np.ndarray | None, magnitudes: np.ndarray | None, g: float, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float] | None:
+    """(float32 midpoint, radius operand, ``other``, underflow allowance) of the interval
+    operand ``x`` of a product whose other operand is a point held exactly in float32
+    (``other``, with no subnormal number, and its ``magnitudes``), when the midpoint product
+    may run in float32 BLAS at half a float64 product's cost; None where it would loosen the
+    bound.
+
+    With mA rounded to the nearest float32 a (|a - mA| <= 2**-24 |mA| for |mA| >= 2**-100,
+    within float32's normal range) and the k-term float32 product of a by the point operand
+    B erring by at most gamma^{32}_k |a| |B| plus 2**-126 per operation for underflow, even
+    flushed (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., section 3.1,
+    any order, with or without fused multiply-adds), the computed midpoint differs from mA B by
+    at most e |mA| |B| + (2k + 4) 2**-126, e = gamma^{32}_k (1 + 2**-24) + 2**-24: e joins the
+    coefficient g of |mA| in the radius operand, the absolute term the allowance. Taken only
+    where the operand's radii, summed, are at least :data:`_DOMINANCE` times e times its
+    midpoints' magnitudes, summed (estimated on a sample, :func:`.kernels.radius_share`;
+    else the float64 product keeps the bound tight: radii of round-off size), and no midpoint
+    is non-zero below 2**-100 (checked on every element). A midpoint
+    beyond float32's range becomes infinite and its outputs the whole line (sound)."""
+    if other is None or magnitudes is None:
+        return None
+    e = _round_up(gamma(k, _U32) * (1 + _U32) + _U32)
+    if not radius_share(x.lo, x.hi) * (1 + g) >= _DOMINANCE * e:
+        return None
+    split = split_float32(x.lo, x.hi, (1 + g, _round_up(g + e)))
+    if split is None:
+        return None
+    return split[0], split[1], other, _round_up((2 * k + 4) * _F32_FORMAT.smallest_normal)
+
+
 def matmul(
     a: Interval,
     b: Interval,
@@ -152,6 +191,7 @@ def matmul(
     k: int,
     addend: Interval | None = None,
     magnitudes: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
+    values: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
     nearest: bool = False,
 ) -> Interval:
     """The enclosure of ``addend + product(A, B)`` (``np.matmul`` by default; any bilinear map
@@ -163,12 +203,16 @@ def matmul(
     For an accumulation format no finer than float32 and ``np.matmul``, the radius products
     (non-negative operands) run in float32 on operands rounded upward, and their result is
     scaled by 1 / (1 - gamma^{32}_{k+2}) plus an underflow allowance: an upper bound of the
-    float64 radius at half a float64 product's cost. The midpoint product stays float64.
-    ``magnitudes`` may give, for a point operand, a float32 array at least as large as its
+    float64 radius at half a float64 product's cost. The midpoint product is float64 but
+    where ``values`` allows float32. ``magnitudes`` may give, for a point operand, a float32 array at least as large as its
     absolute value and at least float32's smallest normal (e.g. computed by the backend from a
     float32 or bfloat16 tensor): it then stands for that operand in the radius product.
-    ``nearest``: the run rounds the accumulated result (which the bound encloses) to nearest
-    onto ``fmt`` (:meth:`.core.Interval.to_nearest`); else it is rounded outward."""
+    ``values`` may give, for a point operand, its values as a float32 array (exactly, with no
+    subnormal number, which a float32 product may flush): where the other operand is an
+    interval whose radii dominate, the midpoint product then runs in float32 too
+    (:func:`_float32_midpoint`). ``nearest``: the run rounds the accumulated result (which the
+    bound encloses) to nearest onto ``fmt`` (:meth:`.core.Interval.to_nearest`); else it is
+    rounded outward."""
     g = factor + 2 * gamma(k + 2, _U64)
     if k == 0:
         zeros = np.zeros(product(a.lo, b.lo).shape)
@@ -201,12 +245,24 @@ def matmul(
             rad = product(abs_a, abs_b)
             multiplier = g
         elif b.is_point:
-            m_a, w_a, _ = split_operand(a.lo, a.hi, False, (one_g, g), None, narrow)
-            m_b, abs_b = point_magnitude(b, magnitudes[1])
+            split = _float32_midpoint(a, values[1], magnitudes[1], g, k) if narrow else None
+            if split is not None:
+                m_a, w_a, m_b, extra = split
+                eta = _round_up(eta + extra)
+            else:
+                m_a, w_a, _ = split_operand(a.lo, a.hi, False, (one_g, g), None, narrow)
+                m_b = b.lo
+            abs_b = point_magnitude(b, magnitudes[1])[1]
             rad = product(w_a, abs_b)
         elif a.is_point:
-            m_a, abs_a = point_magnitude(a, magnitudes[0])
-            m_b, w_b, _ = split_operand(b.lo, b.hi, False, (one_g, g), None, narrow)
+            split = _float32_midpoint(b, values[0], magnitudes[0], g, k) if narrow else None
+            if split is not None:
+                m_b, w_b, m_a, extra = split
+                eta = _round_up(eta + extra)
+            else:
+                m_b, w_b, _ = split_operand(b.lo, b.hi, False, (one_g, g), None, narrow)
+                m_a = a.lo
+            abs_a = point_magnitude(a, magnitudes[0])[1]
             rad = product(abs_a, w_b)
         else:
             m_a, abs_a, r_a = split_operand(a.lo, a.hi, False, (0.0, 1.0), (1.0, 0.0), narrow)

@@ -52,7 +52,14 @@ from .base import (
 )
 from .composite import gelu_erf_bounds
 from .elementwise import add_bounds, mul_bounds, power_bounds
-from .linalg import any_subnormal, float32_magnitudes, matmul_epilogue, split_operand
+from .linalg import (
+    any_subnormal,
+    float32_magnitudes,
+    matmul_epilogue,
+    radius_share,
+    split_float32,
+    split_operand,
+)
 from .normalisation import moments_rows, normalise_rows
 from .softmax import log_softmax_bounds, softmax_bounds
 
@@ -77,7 +84,9 @@ __all__ = [
     "outward",
     "outward_step",
     "power_bounds",
+    "radius_share",
     "softmax_bounds",
+    "split_float32",
     "split_operand",
     "summary",
 ]

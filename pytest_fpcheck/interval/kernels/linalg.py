@@ -30,7 +30,14 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["any_subnormal", "float32_magnitudes", "matmul_epilogue", "split_operand"]
+__all__ = [
+    "any_subnormal",
+    "float32_magnitudes",
+    "matmul_epilogue",
+    "radius_share",
+    "split_float32",
+    "split_operand",
+]
 
 
 @jit(cache=True, inline="always")
@@ -98,24 +105,129 @@ def _split(point: bool, want_y: bool) -> Callable[..., None]:
 
 
 @jit(cache=True, error_model="numpy")
-def _magnitudes(x: np.ndarray, floor: float, out: np.ndarray) -> None:  # pragma: no cover
+def _magnitudes(x: np.ndarray, floor: float, out: np.ndarray) -> bool:  # pragma: no cover
     low = np.float32(floor)
+    subnormal = False
     for i in range(x.size):
         a = abs(x[i])
+        subnormal |= (a < low) & (a != 0)
         out[i] = low if a < low else a  # a NaN stays NaN
+    return subnormal
 
 
-def float32_magnitudes(x: np.ndarray) -> np.ndarray:
+def float32_magnitudes(x: np.ndarray) -> tuple[np.ndarray, bool]:
     """max(|x|, 2**-126) of a float32 array, in one pass, as a float32 array of x's shape
-    (laid out as x's memory is, where x's memory is one block): a radius product's operand."""
+    (laid out as x's memory is, where x's memory is one block): a radius product's operand;
+    and whether x holds a subnormal number (which a product may flush to zero)."""
     order = tuple(sorted(range(x.ndim), key=lambda axis: -abs(x.strides[axis])))
     moved = x.transpose(order)
     if not moved.flags.c_contiguous:
         order = tuple(range(x.ndim))
         moved = np.ascontiguousarray(x)
     out = np.empty(moved.shape, dtype=np.float32)
-    _magnitudes(moved.reshape(-1), 2.0**-126, out.reshape(-1))
-    return out.transpose(np.argsort(order))
+    subnormal = _magnitudes(moved.reshape(-1), 2.0**-126, out.reshape(-1))
+    return out.transpose(np.argsort(order)), bool(subnormal)
+
+
+@jit(cache=True, inline="always")
+def _split32_one(
+    a: float, b: float, c0: float, c1: float, inflate: float, floor: float
+) -> tuple[float, float, float]:  # pragma: no cover - compiled
+    """(midpoint, radius operand, |midpoint|) of one element, as :func:`_split_loop` computes
+    them (any ends: NaN and infinities included)."""
+    m = a * 0.5 + b * 0.5
+    if not math.isfinite(m):
+        m = 0.0
+    r = max(b - m, m - a)
+    r = math.inf if r != r else bump(r)
+    am = abs(m)
+    xv = 0.0
+    if r != 0.0:
+        xv = c0 * r
+    if am != 0.0:
+        xv = xv + c1 * am
+    if xv != 0.0:
+        xv = max(xv, floor) * inflate
+    return m, xv, am
+
+
+@jit(cache=True, error_model="numpy")
+def _split32(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    c: tuple[float, float],
+    inflate: float,
+    floor: float,
+    mid: np.ndarray,
+    x: np.ndarray,
+) -> bool:  # pragma: no cover - compiled
+    c0, c1 = c
+    tiny = False
+    # elements with finite ends in one branch-free pass that vectorises (there the midpoint is
+    # finite, r = max(b - m, m - a) >= 0 is no NaN, and c0 r + c1 |m| no NaN: the general
+    # path's tests all pass or change nothing), the others after it by the general path
+    missed = 0
+    for i in range(lo.size):
+        a, b = lo[i], hi[i]
+        m = a * 0.5 + b * 0.5
+        r = max(b - m, m - a)
+        r = _select(r >= 2.0**-1000, r * (1.0 + 2.0**-51), r + 2.0**-1022)  # bump(r)
+        am = abs(m)
+        xv = c0 * r + c1 * am
+        x[i] = _select(xv != 0.0, max(xv, floor) * inflate, 0.0)
+        mid[i] = m  # rounded to the nearest float32
+        tiny |= (am != 0.0) & (am < 2.0**-100)
+        missed += not ((abs(a) < math.inf) & (abs(b) < math.inf))
+    if missed:
+        for i in range(lo.size):
+            a, b = lo[i], hi[i]
+            if not (abs(a) < math.inf and abs(b) < math.inf):
+                m, xv, am = _split32_one(a, b, c0, c1, inflate, floor)
+                mid[i] = m
+                x[i] = xv
+                tiny |= (am != 0.0) & (am < 2.0**-100)
+    return tiny
+
+
+#: how many elements :func:`radius_share` reads at most
+_SAMPLE = 4096
+
+
+def radius_share(a_lo: Array, a_hi: Array) -> float:
+    """sum rad / sum |mid| of an interval operand, estimated on at most :data:`_SAMPLE` of its
+    elements evenly spaced in memory (inf where some radius is infinite or NaN, NaN where
+    every sampled element is 0): how much of a product's radius its operand's radii make,
+    against round-off of its midpoints. A choice of speed, never of soundness."""
+    flats, _, _ = flat_views(a_lo, a_hi)
+    step = max(1, flats[0].size // _SAMPLE)
+    lo, hi = flats[0][::step], flats[1][::step]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        mid = lo * 0.5 + hi * 0.5
+        mid = np.where(np.isfinite(mid), mid, 0.0)  # as Interval.mid_rad takes them
+        radius = np.maximum(hi - mid, mid - lo)
+        radius = np.where(np.isnan(radius), np.inf, radius)
+        return float(np.sum(radius) / np.sum(np.abs(mid)))
+
+
+def split_float32(
+    a_lo: Array, a_hi: Array, x_coefficients: tuple[float, float]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(mid, x) of an interval operand of a product whose midpoint product runs in float32:
+    ``mid`` the midpoint (as :meth:`Interval.mid_rad` gives it) rounded to the nearest
+    float32, ``x = cx0 rad + cx1 |mid|`` as :func:`split_operand` stores it when ``narrow``
+    (float32, rounded upward, at least float32's smallest normal); None where some midpoint is
+    non-zero and below 2**-100 in magnitude (its float32 rounding would not be relative)."""
+    flats, order, inverse = flat_views(a_lo, a_hi)
+    shape = tuple(a_lo.shape[axis] for axis in order)
+    mid = np.empty(flats[0].size, dtype=np.float32)
+    x = np.empty(flats[0].size, dtype=np.float32)
+    if _split32(flats[0], flats[1], x_coefficients, 1.0 + 2.0**-22, 2.0**-126, mid, x):
+        return None
+
+    def back(v: np.ndarray) -> np.ndarray:
+        return v.reshape(shape).transpose(inverse)
+
+    return back(mid), back(x)
 
 
 def split_operand(
@@ -188,7 +300,7 @@ def _terms(
     """(midpoint, radius before :func:`bump`) of output ``i`` (``j`` its place in the addend's
     period): ``(rad multiplier + addend radius + eta) scale``."""
     multiplier, scale, eta, _ = c
-    m = mid[i]
+    m = np.float64(mid[i])  # a float32 midpoint product's too
     r = float(rad[i]) * multiplier
     if has_addend:
         m = m + addend_mid[j]

@@ -80,23 +80,23 @@ def _matmul_setup(
 _NARROW_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _magnitude32(x: Any, enclosure: Interval) -> Array | None:
-    """max(|x|, 2**-126) as a float32 array, from a point tensor of a format float32 holds
-    exactly (one vectorised pass instead of a float64 one): the operand of a radius product
-    (:func:`pytest_fpcheck.interval.linalg.matmul`'s ``magnitudes``); None otherwise."""
+def _float32_point(x: Any, enclosure: Interval) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(magnitudes, values) of a point operand of a product held in a format float32 holds
+    exactly (None, None otherwise), as float32 arrays: max(|x|, 2**-126), the operand of a
+    radius product (:func:`pytest_fpcheck.interval.linalg.matmul`'s ``magnitudes``), and x
+    itself where it holds no float32 subnormal (its ``values``: a float32 midpoint product may
+    flush those), each in one vectorised pass instead of a float64 one."""
     if not (
         enclosure.is_point
         and isinstance(x, torch.Tensor)
         and x.dtype in _NARROW_DTYPES
         and x.device.type == "cpu"
     ):
-        return None
+        return None, None
     with internal(), torch.no_grad():
-        if x.dtype == torch.float32:
-            return float32_magnitudes(x.detach().numpy())
-        magnitude = x.detach().abs().to(torch.float32).clamp_min_(2.0**-126)
-    result: Array = magnitude.numpy()
-    return result
+        values = x.detach().to(torch.float32).numpy()
+    magnitudes, subnormal = float32_magnitudes(values)
+    return magnitudes, None if subnormal else values
 
 
 def _product(
@@ -107,6 +107,7 @@ def _product(
     addend: Interval | None = None,
     product: Callable[[Array, Array], Array] = np.matmul,
     magnitudes: tuple[Array | None, Array | None] = (None, None),
+    values: tuple[Array | None, Array | None] = (None, None),
     precision: MatmulPrecision | None = None,
 ) -> Interval:
     if precision is None:
@@ -125,6 +126,7 @@ def _product(
             product=product,
             k=k,
             magnitudes=magnitudes,
+            values=values,
             nearest=nearest,
         )
         return _converted_overflow(ctx, enclosure, (a, b), precision)
@@ -177,8 +179,18 @@ def _mm(ctx: RuleContext) -> Interval:
     if model is not None:
         enclosure = _model_product(ctx, left, right, k, model)
     else:
-        magnitudes = (_magnitude32(a, left), _magnitude32(b, right))
-        enclosure = _product(ctx, left, right, k, magnitudes=magnitudes)
+        (magnitude_a, values_a), (magnitude_b, values_b) = (
+            _float32_point(a, left),
+            _float32_point(b, right),
+        )
+        enclosure = _product(
+            ctx,
+            left,
+            right,
+            k,
+            magnitudes=(magnitude_a, magnitude_b),
+            values=(values_a, values_b),
+        )
     return _allow_flushed_inputs(ctx, enclosure, [(a, b, 1.0, _matmul)])
 
 
@@ -220,9 +232,9 @@ def _addmm(ctx: RuleContext) -> Interval:
         enclosure = _converted_overflow(ctx, enclosure, (left, ctx.operand(m2)), precision)
         return _allow_flushed_inputs(ctx, enclosure, flushed, (addend, float(beta), _as_is))
     right = ctx.operand(m2)
-    magnitudes = (
-        _magnitude32(m1, left) if float(alpha) == 1 else None,
-        _magnitude32(m2, right),
+    (magnitude_a, values_a), (magnitude_b, values_b) = (
+        _float32_point(m1, left) if float(alpha) == 1 else (None, None),
+        _float32_point(m2, right),
     )
     enclosure = matmul(
         left,
@@ -232,7 +244,8 @@ def _addmm(ctx: RuleContext) -> Interval:
         accumulate=acc,
         k=k + 1 + extra,
         addend=shifted,
-        magnitudes=magnitudes,
+        magnitudes=(magnitude_a, magnitude_b),
+        values=(values_a, values_b),
         # not addmv: ATen's CPU addmv of float16/bfloat16 rounds more than once (its
         # results lie a ULP off the nearest rounding of the one accumulation; found by a
         # randomised check against float64), which outward rounding covers

@@ -1,0 +1,286 @@
+"""The midpoint product in float32 (:func:`pytest_fpcheck.interval.linalg._float32_midpoint`):
+where one operand of a product is a point held exactly in float32 and the other an interval
+whose radii dominate, the midpoint product runs in float32 BLAS and its error joins the radius.
+
+Each enclosure is checked against the exact range of the interval product (every vertex sum
+computed in rational arithmetic), with the accumulation's own factor set to 0, so that the
+float32 midpoint's error is all that the radius has to cover beyond the operands' radii: a
+bound that dropped it (or the rounding of the midpoints to float32, or its underflow) fails
+here. Cancellation, magnitudes near float32's overflow and underflow thresholds, midpoints
+beyond float32's range, tiny midpoints and subnormal point operands are covered; the rule
+level (tracked bfloat16, float16 and float32 products) is checked against the computed values
+and the exact ones, and the loosening the float32 midpoint costs is bounded."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import pytest_fpcheck as fp
+from pytest_fpcheck.formats import FORMATS
+from pytest_fpcheck.interval import linalg
+from pytest_fpcheck.interval.core import Interval
+
+torch = pytest.importorskip("torch")
+
+F32 = FORMATS["float32"]
+F64 = FORMATS["float64"]
+
+
+def exact_range(lo: np.ndarray, hi: np.ndarray, b: np.ndarray) -> tuple[list, list]:
+    """[min, max] over A in [lo, hi] of (A b)_ij, exactly (rational arithmetic): each term's
+    extremes are at an end of A's element."""
+    rows, depth = lo.shape
+    low: list[list[Fraction]] = []
+    high: list[list[Fraction]] = []
+    for i in range(rows):
+        low.append([])
+        high.append([])
+        for j in range(b.shape[1]):
+            small = big = Fraction(0)
+            for k in range(depth):
+                y = Fraction(float(b[k, j]))
+                ends = (Fraction(float(lo[i, k])) * y, Fraction(float(hi[i, k])) * y)
+                small += min(ends)
+                big += max(ends)
+            low[-1].append(small)
+            high[-1].append(big)
+    return low, high
+
+
+def assert_encloses(enclosure: Interval, low: list, high: list) -> None:
+    for i, row in enumerate(low):
+        for j, value in enumerate(row):
+            lo, hi = float(enclosure.lo[i, j]), float(enclosure.hi[i, j])
+            assert lo == -np.inf or Fraction(lo) <= value, (i, j, lo, float(value))
+            assert hi == np.inf or high[i][j] <= Fraction(hi), (i, j, hi, float(high[i][j]))
+
+
+def product(
+    mid: np.ndarray, radius: np.ndarray, b: np.ndarray, *, float32: bool = True
+) -> tuple[Interval, Interval]:
+    """(the operand A = [mid - radius, mid + radius], A b as :func:`linalg.matmul` bounds it
+    with no accumulation error) with b's float32 values given (``float32``) or not."""
+    a = Interval(mid - radius, mid + radius)
+    b32 = b.astype(np.float32)
+    assert (b32.astype(np.float64) == b).all()
+    magnitudes = np.maximum(np.abs(b32), np.float32(2.0**-126))
+    enclosure = linalg.matmul(
+        a,
+        Interval.point(b),
+        F64,
+        factor=0.0,
+        accumulate=F32,
+        k=b.shape[0],
+        magnitudes=(None, magnitudes),
+        values=(None, b32 if float32 else None),
+    )
+    return a, enclosure
+
+
+def takes_float32(a: Interval, b: np.ndarray) -> bool:
+    b32 = b.astype(np.float32)
+    return linalg._float32_midpoint(a, b32, np.abs(b32), 0.0, b.shape[0]) is not None
+
+
+def _cancelling(rng: np.random.Generator, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    mid = rng.standard_normal((3, depth)) * 2.0 ** rng.integers(-8, 8, (3, 1))
+    b = rng.standard_normal((depth, 2)).astype(np.float32).astype(np.float64)
+    # column 0 nearly cancels row 0: sum mid_0k b_k0 is small against sum |mid_0k| |b_k0|
+    b[:, 0] = np.float32(1.0)
+    mid[0] = np.where(np.arange(depth) % 2 == 0, 1.0, -1.0) * (1 + rng.random(depth) * 2**-20)
+    return mid, b
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_float32_midpoint_encloses_the_exact_interval_product_with_cancellation(
+    seed: int,
+) -> None:
+    rng = np.random.default_rng(seed)
+    depth = int(rng.integers(8, 80))
+    mid, b = _cancelling(rng, depth)
+    # radii at least ten times the float32 midpoint's error (that path), of round-off size
+    radius = np.abs(mid) * depth * 2.0**-19
+    a, enclosure = product(mid, radius, b)
+    assert takes_float32(a, b)
+    assert_encloses(enclosure, *exact_range(a.lo, a.hi, b))
+
+
+def test_float32_midpoint_covers_both_roundings_of_one_term() -> None:
+    """One term per output: the midpoint's rounding to float32 and the product's rounding
+    each err by up to 2**-24 relatively, together by up to twice that, and only the
+    float32 midpoint's allowance covers them (the accumulation's factor is 0 here)."""
+    rng = np.random.default_rng(13)
+    mid = rng.standard_normal((400, 1)) * (1 + rng.random((400, 1)))
+    b = rng.standard_normal((1, 5)).astype(np.float32).astype(np.float64)
+    radius = np.abs(mid) * 2.0**-19
+    a, enclosure = product(mid, radius, b)
+    assert takes_float32(a, b)
+    assert_encloses(enclosure, *exact_range(a.lo, a.hi, b))
+
+
+def test_float32_midpoint_covers_products_that_underflow_float32() -> None:
+    rng = np.random.default_rng(7)
+    depth = 40
+    mid = np.sign(rng.standard_normal((3, depth))) * (1 + rng.random((3, depth))) * 2.0**-95
+    b = (rng.standard_normal((depth, 2)) * 2.0**-40).astype(np.float32).astype(np.float64)
+    radius = np.abs(mid) * 2.0**-8
+    a, enclosure = product(mid, radius, b)
+    assert takes_float32(a, b)
+    assert_encloses(enclosure, *exact_range(a.lo, a.hi, b))
+
+
+@pytest.mark.parametrize("scale", [2.0**100, 2.0**120, 1e39])
+def test_float32_midpoint_near_and_beyond_float32s_overflow(scale: float) -> None:
+    """Products or midpoints that overflow float32 give the whole line, never a bound that
+    excludes the exact range (1e39 lies beyond float32: its midpoints become infinite)."""
+    rng = np.random.default_rng(3)
+    depth = 16
+    mid = rng.standard_normal((3, depth)) * scale
+    b = (rng.standard_normal((depth, 2)) * 2.0**4).astype(np.float32).astype(np.float64)
+    radius = np.abs(mid) * 2.0**-8
+    a, enclosure = product(mid, radius, b)
+    assert takes_float32(a, b)
+    assert_encloses(enclosure, *exact_range(a.lo, a.hi, b))
+    if scale == 1e39:
+        assert np.isinf(enclosure.lo).all()
+        assert np.isinf(enclosure.hi).all()
+
+
+def test_float32_midpoint_with_infinite_and_nan_ends_gives_those_outputs_the_whole_line() -> None:
+    rng = np.random.default_rng(17)
+    depth = 24
+    mid = rng.standard_normal((4, depth))
+    b = rng.standard_normal((depth, 2)).astype(np.float32).astype(np.float64)
+    radius = np.abs(mid) * 2.0**-8
+    lo, hi = mid - radius, mid + radius
+    lo[1, 3], hi[2, 5], lo[3, 0], hi[3, 0] = -np.inf, np.inf, np.nan, np.nan
+    a = Interval(lo, hi)
+    assert takes_float32(a, b)
+    enclosure = linalg.matmul(
+        a,
+        Interval.point(b),
+        F64,
+        factor=0.0,
+        accumulate=F32,
+        k=depth,
+        magnitudes=(None, np.abs(b).astype(np.float32)),
+        values=(None, b.astype(np.float32)),
+    )
+    assert np.isinf(enclosure.lo[1:]).all()
+    assert np.isinf(enclosure.hi[1:]).all()
+    finite = Interval(lo[:1], hi[:1])
+    assert_encloses(
+        Interval(enclosure.lo[:1], enclosure.hi[:1]), *exact_range(finite.lo, finite.hi, b)
+    )
+
+
+def test_split_float32_takes_non_finite_ends_as_mid_rad_does() -> None:
+    """An element with an infinite or NaN end: midpoint 0 (as ``Interval.mid_rad`` takes it)
+    and an infinite radius operand, so that its outputs are the whole line whatever the BLAS
+    does with infinities; finite elements are the float64 split's, rounded to float32."""
+    from pytest_fpcheck.interval.kernels import split_float32, split_operand
+
+    lo = np.array([-np.inf, 1.0, np.nan, -2.0, 0.5, 3.0])
+    hi = np.array([2.0, np.inf, np.nan, -1.0, 0.5, 3.0 + 2.0**-20])
+    split = split_float32(lo, hi, (1.5, 0.25))
+    assert split is not None
+    mid, x = split
+    assert mid[:3].tolist() == [0.0, 0.0, 0.0]
+    assert np.isinf(x[:3]).all()
+    m64, x64, _ = split_operand(lo[3:], hi[3:], False, (1.5, 0.25), None, True)
+    assert (mid[3:] == m64.astype(np.float32)).all()
+    assert (x[3:] == x64).all()
+
+
+def test_tiny_midpoints_and_radii_of_round_off_size_keep_the_float64_product() -> None:
+    rng = np.random.default_rng(5)
+    depth = 32
+    b = rng.standard_normal((depth, 2)).astype(np.float32).astype(np.float64)
+    tiny = rng.standard_normal((3, depth)) * 2.0**-110
+    a = Interval(tiny - np.abs(tiny), tiny + np.abs(tiny))
+    assert not takes_float32(a, b)  # a midpoint below 2**-100: its rounding is not relative
+    _, enclosure = product(tiny, np.abs(tiny), b)
+    assert_encloses(enclosure, *exact_range(a.lo, a.hi, b))
+    mid = rng.standard_normal((3, depth))
+    narrow = Interval(mid - np.abs(mid) * 2.0**-30, mid + np.abs(mid) * 2.0**-30)
+    assert not takes_float32(narrow, b)  # its radii would be swamped by the float32 error
+
+
+def test_float32_midpoint_loosens_the_bound_by_at_most_its_share() -> None:
+    """Where taken, the float32 midpoint's error is at most 1/8 of the radii it joins (summed):
+    the radius grows by at most that over the float64 product's."""
+    rng = np.random.default_rng(11)
+    depth = 512
+    mid = rng.standard_normal((16, depth))
+    b = rng.standard_normal((depth, 16)).astype(np.float32).astype(np.float64)
+    radius = np.abs(mid) * 2.0**-9  # a bfloat16 rounding's size
+    a, fast = product(mid, radius, b)
+    _, slow = product(mid, radius, b, float32=False)
+    assert takes_float32(a, b)
+    grown = (fast.hi - fast.lo) / (slow.hi - slow.lo)
+    assert grown.max() <= 1 + 1 / 8, grown.max()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("call", ["addmm", "mm_left", "mm_right"])
+def test_tracked_products_with_a_float32_midpoint_hold_the_computed_and_exact_values(
+    dtype: str, call: str
+) -> None:
+    """An interval operand (a tracked product of two tensors, rounded to ``dtype``) times a
+    point weight: the computed result and the exact range of the interval product lie in the
+    enclosure."""
+    torch.manual_seed(len(dtype) + len(call))
+    dt = getattr(torch, dtype)
+    for trial in range(6):
+        depth = 24 + 8 * trial
+        x, s = torch.randn(4, depth).to(dt), (1 + torch.rand(4, depth)).to(dt)
+        w = torch.randn(depth, 3).to(dt)
+        bias = torch.randn(3).to(dt)
+        if trial % 2:
+            w[:, 0] = (1 / (x[0] * s[0]).float()).to(dt) * torch.where(
+                torch.arange(depth) % 2 == 0, 1.0, -1.0
+            ).to(dt)  # column 0 cancels row 0
+        with fp.track():
+            a = x * s
+            if call == "addmm":
+                y = torch.addmm(bias, a, w)
+            elif call == "mm_left":
+                y = a @ w
+            else:
+                y = (w.t() @ a.t()).t()
+            bounds = fp.bounds_of(y)
+            inputs = fp.bounds_of(a)
+        assert bounds.contains(y.double().numpy()).all(), (trial, dtype, call)
+        low, high = exact_range(inputs.lo, inputs.hi, w.double().numpy())
+        if call == "addmm":
+            c = bias.double().numpy()
+            low = [[v + Fraction(float(c[j])) for j, v in enumerate(row)] for row in low]
+            high = [[v + Fraction(float(c[j])) for j, v in enumerate(row)] for row in high]
+        assert_encloses(Interval(bounds.lo, bounds.hi), low, high)
+
+
+def test_a_point_operand_with_a_float32_subnormal_keeps_the_float64_product() -> None:
+    """A float32 product may flush subnormal inputs: such a weight offers no float32 values
+    (its magnitudes still serve the radius product), and the result stays enclosed."""
+    from pytest_fpcheck.tracking.torch.rules.linalg import _float32_point
+
+    w = torch.randn(16, 2)
+    w[3, 1] = 1e-40  # a float32 subnormal
+    magnitudes, values = _float32_point(w, Interval.point(w.double().numpy()))
+    assert magnitudes is not None
+    assert values is None
+    normal = torch.randn(16, 2)
+    magnitudes, values = _float32_point(normal, Interval.point(normal.double().numpy()))
+    assert values is not None
+    assert (values == normal.numpy()).all()
+    x, s = torch.randn(3, 16), 1 + torch.rand(3, 16)
+    with fp.track():
+        a = x * s
+        y = a @ w
+        bounds, inputs = fp.bounds_of(y), fp.bounds_of(a)
+    assert bounds.contains(y.double().numpy()).all()
+    low, high = exact_range(inputs.lo, inputs.hi, w.double().numpy())
+    assert_encloses(Interval(bounds.lo, bounds.hi), low, high)
