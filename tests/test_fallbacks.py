@@ -166,6 +166,56 @@ def test_matmul_epilogue_onto_float64_with_usual_elements_alone(has_addend, rad_
     assert np.all(np.isfinite(high))
 
 
+@pytest.mark.parametrize(
+    ("name", "has_addend", "usual"),
+    list(itertools.product(["float32", "bfloat16", "float16"], [False, True], [False, True])),
+)
+def test_matmul_epilogue_with_nearest_rounding_is_the_epilogue_then_nearest(
+    name, has_addend, usual
+):
+    """The epilogue fused with nearest rounding (``_epilogue_nearest``) gives the bits of the
+    epilogue onto float64 followed by ``rounding.nearest`` (its twin is those two steps), on
+    adversarial elements and on usual ones alone (the branch-free pass with nothing left for
+    the general one), with a float64 and a float32 midpoint."""
+    fmt = F.format_of(name)
+    rng = np.random.default_rng(5)
+    if usual:
+        size = 7 * 400
+        mid = rng.standard_normal(size) * 2.0 ** rng.integers(-20, 20, size)
+        rad = np.abs(mid) * 2.0 ** rng.integers(-40, -2, size)
+    else:
+        mid, other = ends(6)
+        size = mid.size - mid.size % 7
+        with np.errstate(all="ignore"):
+            mid, rad = mid[:size], np.abs(other[:size])
+    addend_mid, addend_rad = (
+        (rng.standard_normal(7), np.abs(rng.standard_normal(7)) * 2.0**-30)
+        if has_addend
+        else (np.zeros(0), np.zeros(0))
+    )
+    n = rounding.nearest_args(fmt)
+    f64 = format_args(F.format_of("float64"))
+    kernel = linalg._epilogue_nearest(has_addend, name == "float32")
+    for mid_dtype in (np.float64, np.float32):
+        with np.errstate(all="ignore"):
+            m = mid.astype(mid_dtype)
+        for c in [(1.0, 1.0 + 2.0**-20, 2.0**-1074, 1e300), (3.0, 1.0, 0.0, math.inf)]:
+            args = (m, rad, addend_mid, addend_rad, c, f64, n)
+            low, high = written_alike(kernel, args, size)
+            # the twin is the two steps: check that against the public functions too
+            lo64, hi64 = linalg.matmul_epilogue(
+                m, rad, (addend_mid, addend_rad) if has_addend else None, *c, F.format_of("float64")
+            )
+            expected = rounding.nearest(lo64, hi64, fmt)
+            assert same_bits(low, expected[0])
+            assert same_bits(high, expected[1])
+            fused = linalg.matmul_epilogue(
+                m, rad, (addend_mid, addend_rad) if has_addend else None, *c, fmt, nearest=True
+            )
+            assert same_bits(fused[0], low)
+            assert same_bits(fused[1], high)
+
+
 @pytest.mark.parametrize("point", [False, True])
 def test_gelu_erf_bounds_onto_float64_with_usual_elements_alone(point):
     """GELU's branch-free pass onto float64 alone (every element usual: finite values, the

@@ -342,6 +342,25 @@ def epilogue(
     hi[:] = np.where(whole, math.inf, high)
 
 
+def epilogue_nearest(
+    has_addend: bool,
+    mid: Array,
+    rad: np.ndarray,
+    addend_mid: Array,
+    addend_rad: Array,
+    c: tuple[float, float, float, float],
+    fa: FormatArgs,
+    n: tuple[int, int, float, bool, tuple[float, float, float]],
+    lo: Array,
+    hi: Array,
+) -> None:
+    """``kernels.linalg._epilogue_nearest(has_addend, ...)``: the epilogue onto float64
+    (``fa``), then its ends rounded to nearest (``rounding._nearest_all``'s arguments ``n``)."""
+    low, high = np.empty(lo.shape), np.empty(hi.shape)
+    epilogue(has_addend, False, mid, rad, addend_mid, addend_rad, c, fa, low, high)
+    nearest_all(low, high, *n, lo, hi)
+
+
 def gelu_erf(
     point: bool,
     fast32: bool,

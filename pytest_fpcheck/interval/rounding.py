@@ -697,21 +697,24 @@ def nearest(lo: Array, hi: Array, fmt: Format) -> tuple[Array, Array]:
     those keep outward rounding, which encloses any faithful rounding."""
     flat_lo, shape = _flat(lo)
     flat_hi = flat_lo if hi is lo else _flat(hi)[0]
-    drift = _DRIFT.get(fmt.name)
-    if drift is None:
+    args = nearest_args(fmt)
+    if args is None:
         return down_to(lo, fmt), up_to(hi, fmt)
-    threshold = fmt.max_finite + math.ldexp(1.0, fmt.emax - fmt.precision)
     out_lo, out_hi = np.empty(flat_lo.shape), np.empty(flat_lo.shape)
     if flat_lo.size:
-        _nearest_all(
-            flat_lo,
-            flat_hi,
-            fmt.precision,
-            fmt.emin,
-            fmt.max_finite,
-            fmt.has_inf,
-            (threshold, *drift),
-            out_lo,
-            out_hi,
-        )
+        _nearest_all(flat_lo, flat_hi, *args, out_lo, out_hi)
     return out_lo.reshape(shape), out_hi.reshape(shape)
+
+
+NearestArgs = tuple[int, int, float, bool, tuple[float, float, float]]
+
+
+def nearest_args(fmt: Format) -> NearestArgs | None:
+    """The arguments of :func:`_nearest_all` after the ends for ``fmt``: (precision, emin,
+    largest finite number, has infinities, (overflow threshold, relative drift, absolute
+    drift)); None for a format :func:`nearest` rounds outward."""
+    drift = _DRIFT.get(fmt.name)
+    if drift is None:
+        return None
+    threshold = fmt.max_finite + math.ldexp(1.0, fmt.emax - fmt.precision)
+    return fmt.precision, fmt.emin, fmt.max_finite, fmt.has_inf, (threshold, *drift)

@@ -14,10 +14,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...formats import Format
+from ...formats import FORMATS, Format
 from .. import fallbacks
 from ..jit import jit
-from ..rounding import _select, steps_out
+from ..rounding import (
+    NearestArgs,
+    _bits,
+    _nearest32_usual,
+    _nearest_usual,
+    _select,
+    nearest_args,
+    nearest_pair,
+    steps_out,
+)
+from ..rounding import nearest as rounding_nearest
 from .base import (
     bump,
     flat_views,
@@ -38,6 +48,9 @@ __all__ = [
     "split_float32",
     "split_operand",
 ]
+
+
+_FLOAT64 = FORMATS["float64"]
 
 
 @jit(cache=True, inline="always")
@@ -372,6 +385,92 @@ def _epilogue(has_addend: bool, fast32: bool) -> Callable[..., None]:
     return kernel
 
 
+@jit(cache=True, inline="always")
+def _epilogue_nearest_loop(
+    mid: np.ndarray,
+    rad: np.ndarray,
+    addend_mid: np.ndarray,
+    addend_rad: np.ndarray,
+    c: tuple[float, float, float, float],
+    has_addend: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    n: tuple[int, int, float, bool, tuple[float, float, float]],
+    is32: bool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    precision, emin, big, has_inf, cn = n
+    smallest_normal = math.ldexp(1.0, emin)
+    lowest, highest = _bits(2.0 * smallest_normal), _bits(0.5 * big)
+    limit = c[3]
+    period = addend_mid.size if has_addend else mid.size
+    # the usual elements (usual to the epilogue onto float64 and to the nearest rounding) in
+    # one branch-free pass that vectorises, then the others by both general paths
+    missed = 0
+    for start in range(0, mid.size, period):
+        for j in range(period):
+            i = np.uint64(start + j)
+            m, r = _terms(mid, rad, addend_mid, addend_rad, i, j, c, has_addend)
+            low, high, usual = _epilogue64_usual(m, r, limit)
+            if is32:
+                lower, upper, near = _nearest32_usual(low, high)
+            else:
+                lower, upper, near = _nearest_usual(
+                    low, high, precision, lowest, highest, has_inf, cn
+                )
+            lo[i], hi[i] = lower, upper
+            missed += not (usual & near)
+    if not missed:
+        return
+    for start in range(0, mid.size, period):
+        for j in range(period):
+            i = np.uint64(start + j)
+            m, r = _terms(mid, rad, addend_mid, addend_rad, i, j, c, has_addend)
+            low, high, usual = _epilogue64_usual(m, r, limit)
+            if not usual:
+                r = bump(r)
+                if not (r < limit) or not math.isfinite(m):
+                    low, high = -math.inf, math.inf
+                else:
+                    low, high = outward_step(m - r, m + r, fa, False)
+            elif is32:
+                if _nearest32_usual(low, high)[2]:
+                    continue  # written by the first pass
+            elif _nearest_usual(low, high, precision, lowest, highest, has_inf, cn)[2]:
+                continue
+            lo[i], hi[i] = nearest_pair(
+                low, high, precision, smallest_normal, emin, big, has_inf, cn, is32
+            )
+
+
+@functools.cache
+def _epilogue_nearest(has_addend: bool, is32: bool) -> Callable[..., None]:
+    """The compiled epilogue with nearest rounding for these switches (``is32``: onto
+    float32), compiled on first use, then cached."""
+
+    @jit(
+        cache=True,
+        error_model="numpy",
+        fallback=functools.partial(fallbacks.epilogue_nearest, has_addend),
+    )
+    def kernel(
+        mid: np.ndarray,
+        rad: np.ndarray,
+        addend_mid: np.ndarray,
+        addend_rad: np.ndarray,
+        c: tuple[float, float, float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        n: tuple[int, int, float, bool, tuple[float, float, float]],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _epilogue_nearest_loop(
+            mid, rad, addend_mid, addend_rad, c, has_addend, fa, n, is32, lo, hi
+        )
+
+    return kernel
+
+
 def matmul_epilogue(
     mid: Array,
     rad: np.ndarray,
@@ -381,12 +480,16 @@ def matmul_epilogue(
     eta: float,
     limit: float,
     fmt: Format,
+    *,
+    nearest: bool = False,
 ) -> tuple[Array, Array]:
-    """lo, hi of a product from its float64 midpoint and its radius product:
+    """lo, hi of a product from its float64 (or float32) midpoint and its radius product:
     ``r = bump(((rad multiplier + addend radius) + eta) scale)`` (an addend adds its midpoint
     to ``mid``), [down(mid - r), up(mid + r)] rounded outward onto ``fmt``, and the whole line
     where ``r`` reaches ``limit`` (g times the accumulator's overflow threshold: a partial sum
-    may overflow) or ``mid`` is not finite.
+    may overflow) or ``mid`` is not finite; with ``nearest``, those ends onto float64, then
+    rounded to nearest onto ``fmt`` (:func:`..rounding.nearest`) in the same pass, bit for
+    bit the two steps.
     ``addend`` = (midpoint, radius term) arrays whose shape is a trailing part of mid's."""
     shape = mid.shape
     mid_flat = np.ascontiguousarray(mid).reshape(-1)
@@ -395,16 +498,23 @@ def matmul_epilogue(
     lo, hi = np.empty(shape), np.empty(shape)  # arrays that own their memory (see store.write)
     if mid_flat.size == 0:
         return lo, hi  # an empty product (a group with no rows): no element to bound
-    _epilogue(addend_mid.size > 0, fmt.name == "float32")(
+    arrays = (
         mid_flat,
         rad_flat,
         np.ascontiguousarray(addend_mid, dtype=np.float64).reshape(-1),
         np.ascontiguousarray(addend_rad, dtype=np.float64).reshape(-1),
         (multiplier, scale, eta, limit),
-        format_args(fmt),
-        lo.reshape(-1),
-        hi.reshape(-1),
     )
+    rounding: NearestArgs | None = nearest_args(fmt) if nearest else None
+    if rounding is not None:
+        kernel = _epilogue_nearest(addend_mid.size > 0, fmt.name == "float32")
+        kernel(*arrays, format_args(_FLOAT64), rounding, lo.reshape(-1), hi.reshape(-1))
+        return lo, hi
+    target = _FLOAT64 if nearest else fmt
+    kernel = _epilogue(addend_mid.size > 0, target.name == "float32")
+    kernel(*arrays, format_args(target), lo.reshape(-1), hi.reshape(-1))
+    if nearest and fmt.name != "float64":  # a format rounded outward by rounding.nearest
+        return rounding_nearest(lo, hi, fmt)
     return lo, hi
 
 
