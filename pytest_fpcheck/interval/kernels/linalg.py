@@ -464,9 +464,7 @@ def _epilogue_nearest(has_addend: bool, is32: bool) -> Callable[..., None]:
         lo: np.ndarray,
         hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
-        _epilogue_nearest_loop(
-            mid, rad, addend_mid, addend_rad, c, has_addend, fa, n, is32, lo, hi
-        )
+        _epilogue_nearest_loop(mid, rad, addend_mid, addend_rad, c, has_addend, fa, n, is32, lo, hi)
 
     return kernel
 
