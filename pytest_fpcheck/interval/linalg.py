@@ -144,8 +144,8 @@ def _addend_terms(addend: Interval, g: float, shape: tuple[int, ...]) -> tuple[A
 
 
 #: the float32 midpoint product is taken where the interval operand's radii, summed, are at
-#: least this many times the error it adds (its share of the radius then at most 1/8)
-_DOMINANCE = 8.0
+#: least this many times the error it adds (its share of the radius then at most 1/32)
+_DOMINANCE = 32.0
 
 
 def _float32_midpoint(
