@@ -39,11 +39,19 @@ def _flushing_addmm(
     return torch.from_numpy(product).to(a.dtype)
 
 
+def _flushing_addmm_(
+    c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1, alpha: float = 1
+) -> torch.Tensor:
+    return c.copy_(_flushing_addmm(c, a, b, beta=beta, alpha=alpha))
+
+
 @pytest.fixture
 def flushing_kernels() -> Iterator[None]:
-    """ATen's CPU ``mm``, ``bmm`` and ``addmm`` replaced by kernels that flush subnormal
-    inputs to zero, for the test."""
-    with replaced_cpu_kernels(mm=_flushing_matmul, bmm=_flushing_matmul, addmm=_flushing_addmm):
+    """ATen's CPU ``mm``, ``bmm``, ``addmm`` and ``addmm_`` replaced by kernels that flush
+    subnormal inputs to zero, for the test."""
+    with replaced_cpu_kernels(
+        mm=_flushing_matmul, bmm=_flushing_matmul, addmm=_flushing_addmm, addmm_=_flushing_addmm_
+    ):
         yield
 
 
@@ -70,6 +78,12 @@ FLUSHING_CASES = {
     "bmm": (torch.bmm, True),
     "addmm": (lambda a, b: torch.addmm(a[:1, :8], a, b), True),  # a subnormal addend row
     "addmm-scaled": (lambda a, b: torch.addmm(a[:1, :8], a, b, beta=0.5, alpha=2.0), False),
+    # in place: the subnormal addend is overwritten by the result, so the scan for subnormal
+    # operands must read its values from before the operation
+    "addmm_": (lambda a, b: a[:, :8].clone().addmm_(a, b), True),
+    # ... and where only the addend is subnormal, the scan must find it there (float16; a
+    # bfloat16 subnormal lies within the product's underflow allowance, which covers it)
+    "addmm_-addend": (lambda a, b: a[:, :8].clone().addmm_(a[:, 8:] * 0, b[8:] * 0), False),
 }
 
 

@@ -103,6 +103,12 @@ class RuleContext:
             return float64_values(x)
         return np.asarray(float(x))
 
+    def overwritten(self, x: Any) -> bool:
+        """Whether ``x`` is an operand of an in-place operation (or one with ``out=``), whose
+        memory may now hold the result: its operand values are read through :meth:`values`
+        and :meth:`interval`, never from the tensor."""
+        return isinstance(x, torch.Tensor) and id(x) in self._snapshot
+
     def interval(self, x: Any) -> Interval:
         """The enclosure of a tensor or a number as it is (no conversion)."""
         if isinstance(x, torch.Tensor):

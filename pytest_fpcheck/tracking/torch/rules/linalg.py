@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ....adapters.torch import dtype_format, internal
+from ....adapters.torch import dtype_format, float64_values, internal
 from ....formats import Format
 from ....interval import elementwise as ew
 from ....interval.bounds import contains
@@ -357,7 +357,7 @@ def _convolution(ctx: RuleContext) -> Interval:
     flushing = None if bias is None else (bias, 1.0, lambda c: c.reshape(channels))
     may_flush: bool | None = None  # both found when first needed
     allowance = None
-    value = ctx.values(ctx.outputs[0])
+    value = float64_values(ctx.outputs[0])  # as written: an in-place result too
     for in_format in (False, True):
         if in_format:
             with accumulating_in_format():
@@ -390,9 +390,11 @@ _F64_PRODUCT_MARGIN = 1 + 2.0**-30
 
 
 def _has_subnormal(x: Any, fmt: Format) -> bool:
-    """Does the tensor ``x`` hold a non-zero value below ``fmt``'s smallest normal number in
-    magnitude? A CPU tensor in ``fmt``, a 16-bit format, is scanned on its bits in one pass
-    (:func:`~pytest_fpcheck.interval.kernels.any_subnormal`)."""
+    """Does the tensor (or float64 array) ``x`` hold a non-zero value below ``fmt``'s smallest
+    normal number in magnitude? A CPU tensor in ``fmt``, a 16-bit format, is scanned on its
+    bits in one pass (:func:`~pytest_fpcheck.interval.kernels.any_subnormal`)."""
+    if isinstance(x, np.ndarray):  # an overwritten operand's values from before the operation
+        return bool(((np.abs(x) < fmt.smallest_normal) & (x != 0)).any())
     if not isinstance(x, torch.Tensor) or x.numel() == 0:
         return False
     with internal(), torch.no_grad():
@@ -421,7 +423,9 @@ def _may_flush(
     operands = [t for a, b, _, _ in products for t in (a, b)]
     if addend is not None:
         operands.append(addend[0])
-    return any(_has_subnormal(t, ctx.fmt) for t in operands)
+    return any(
+        _has_subnormal(ctx.values(t) if ctx.overwritten(t) else t, ctx.fmt) for t in operands
+    )
 
 
 def _flush_allowance(
@@ -465,7 +469,7 @@ def _allow_flushed_inputs(
     is refused). Either way it holds the exact result."""
     if not _may_flush(ctx, products, addend):
         return enclosure
-    value = ctx.values(ctx.outputs[0])
+    value = float64_values(ctx.outputs[0])  # as written: an in-place result too
     if _holds(enclosure, value):
         return enclosure
     widened = enclosure.widen(_flush_allowance(ctx, products, addend)).to_format(ctx.fmt)
