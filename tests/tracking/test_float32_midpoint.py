@@ -244,7 +244,8 @@ def test_tracked_products_with_a_float32_midpoint_hold_the_computed_and_exact_va
                 torch.arange(depth) % 2 == 0, 1.0, -1.0
             ).to(dt)  # column 0 cancels row 0
         with fp.track():
-            a = x * s
+            # from bfloat16: radii large enough for the float32 midpoint in every dtype
+            a = (x.bfloat16() * s.bfloat16()).to(dt)
             if call == "addmm":
                 y = torch.addmm(bias, a, w)
             elif call == "mm_left":
@@ -260,6 +261,53 @@ def test_tracked_products_with_a_float32_midpoint_hold_the_computed_and_exact_va
             low = [[v + Fraction(float(c[j])) for j, v in enumerate(row)] for row in low]
             high = [[v + Fraction(float(c[j])) for j, v in enumerate(row)] for row in high]
         assert_encloses(Interval(bounds.lo, bounds.hi), low, high)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("case", ["addmm_", "mm_out", "addmm_out"])
+def test_a_weight_the_product_overwrites_is_read_as_it_was(dtype: str, case: str) -> None:
+    """``w.addmm_(a, w)`` and ``out=`` the weight: the weight's memory holds the result when
+    the rule runs, so its values (a float32 tensor's memory itself) must not be read there."""
+    torch.manual_seed(3)
+    dt = getattr(torch, dtype)
+    x, s = torch.randn(24, 24).to(dt), (1 + torch.rand(24, 24)).to(dt)
+    with fp.track():
+        a = (x.bfloat16() * s.bfloat16()).to(dt)
+        w = torch.randn(24, 24).to(dt)
+        w0 = w.clone()
+        if case == "addmm_":
+            w.addmm_(a, w)
+        elif case == "mm_out":
+            torch.mm(a, w, out=w)
+        else:
+            torch.addmm(torch.ones(24, 24).to(dt), a, w, out=w)
+        bounds, inputs = fp.bounds_of(w), fp.bounds_of(a)
+    low, high = exact_range(inputs.lo, inputs.hi, w0.double().numpy())
+    if case != "mm_out":
+        c = (w0 if case == "addmm_" else torch.ones(24, 24)).double().numpy()
+        low = [
+            [v + Fraction(float(c[i, j])) for j, v in enumerate(row)] for i, row in enumerate(low)
+        ]
+        high = [
+            [v + Fraction(float(c[i, j])) for j, v in enumerate(row)] for i, row in enumerate(high)
+        ]
+    assert_encloses(Interval(bounds.lo, bounds.hi), low, high)
+
+
+def test_a_float32_subnormal_is_found_with_denormals_are_zero() -> None:
+    """Under ``torch.set_flush_denormal(True)`` a comparison reads a subnormal as 0: the scan
+    that keeps a weight with one out of the float32 product reads its bits."""
+    from pytest_fpcheck.interval.kernels import float32_magnitudes
+
+    w = np.ones((4, 4), dtype=np.float32)
+    w[1, 2] = np.float32(1e-40)
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        _, subnormal = float32_magnitudes(w)
+    finally:
+        torch.set_flush_denormal(False)
+    assert subnormal
 
 
 def test_a_point_operand_with_a_float32_subnormal_keeps_the_float64_product() -> None:

@@ -118,12 +118,17 @@ def _split(point: bool, want_y: bool) -> Callable[..., None]:
 
 
 @jit(cache=True, error_model="numpy")
-def _magnitudes(x: np.ndarray, floor: float, out: np.ndarray) -> bool:  # pragma: no cover
+def _magnitudes(
+    x: np.ndarray, bits: np.ndarray, floor: float, out: np.ndarray
+) -> bool:  # pragma: no cover - compiled
     low = np.float32(floor)
     subnormal = False
     for i in range(x.size):
         a = abs(x[i])
-        subnormal |= (a < low) & (a != 0)
+        # on the bits: with denormals-are-zero set (torch.set_flush_denormal), a comparison
+        # reads a subnormal as 0
+        b = bits[i]
+        subnormal |= ((b & 0x7F800000) == 0) & ((b & 0x7FFFFF) != 0)
         out[i] = low if a < low else a  # a NaN stays NaN
     return subnormal
 
@@ -138,7 +143,8 @@ def float32_magnitudes(x: np.ndarray) -> tuple[np.ndarray, bool]:
         order = tuple(range(x.ndim))
         moved = np.ascontiguousarray(x)
     out = np.empty(moved.shape, dtype=np.float32)
-    subnormal = _magnitudes(moved.reshape(-1), 2.0**-126, out.reshape(-1))
+    flat = moved.reshape(-1)
+    subnormal = _magnitudes(flat, flat.view(np.uint32), 2.0**-126, out.reshape(-1))
     return out.transpose(np.argsort(order)), bool(subnormal)
 
 

@@ -99,6 +99,17 @@ def _float32_point(x: Any, enclosure: Interval) -> tuple[np.ndarray | None, np.n
     return magnitudes, None if subnormal else values
 
 
+def _point_operand(
+    ctx: RuleContext, x: Any, enclosure: Interval
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """:func:`_float32_point` of an operand the operation cannot have overwritten; (None, None)
+    for one it may have (``w.addmm_(a, w)``, ``out=`` an operand: its memory holds the result
+    now, and its values as the operation read them come from the context's snapshot)."""
+    if ctx.overwritten(x):
+        return None, None
+    return _float32_point(x, enclosure)
+
+
 def _product(
     ctx: RuleContext,
     a: Interval,
@@ -180,8 +191,8 @@ def _mm(ctx: RuleContext) -> Interval:
         enclosure = _model_product(ctx, left, right, k, model)
     else:
         (magnitude_a, values_a), (magnitude_b, values_b) = (
-            _float32_point(a, left),
-            _float32_point(b, right),
+            _point_operand(ctx, a, left),
+            _point_operand(ctx, b, right),
         )
         enclosure = _product(
             ctx,
@@ -233,8 +244,8 @@ def _addmm(ctx: RuleContext) -> Interval:
         return _allow_flushed_inputs(ctx, enclosure, flushed, (addend, float(beta), _as_is))
     right = ctx.operand(m2)
     (magnitude_a, values_a), (magnitude_b, values_b) = (
-        _float32_point(m1, left) if float(alpha) == 1 else (None, None),
-        _float32_point(m2, right),
+        _point_operand(ctx, m1, left) if float(alpha) == 1 else (None, None),
+        _point_operand(ctx, m2, right),
     )
     enclosure = matmul(
         left,
