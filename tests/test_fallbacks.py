@@ -106,6 +106,22 @@ def test_join_computed():
         assert same_bits(outputs[1], outputs[3])
 
 
+def test_float32_magnitudes():
+    """max(|x|, 2**-126) and the subnormal scan, on float32 values (NaN, infinities, signed
+    zeros, subnormals, 2**-126's neighbours) and on arrays with and without a subnormal."""
+    with np.errstate(over="ignore"):
+        x = adversarial(6).astype(np.float32)
+    x = np.concatenate([x, np.nextafter(np.float32(2.0**-126), np.float32([0, 1]))])
+    normal = x[(np.abs(x) >= 2.0**-126) | (x == 0) | np.isnan(x)]
+    for values, expected in [(x, True), (normal, False)]:
+        outputs = [np.empty(values.size, dtype=np.float32) for _ in range(2)]
+        bits = values.view(np.uint32)
+        compiled = linalg._magnitudes.dispatcher(values, bits, 2.0**-126, outputs[0])
+        twin = linalg._magnitudes.fallback(values, bits, 2.0**-126, outputs[1])
+        assert compiled == twin == expected
+        assert bool(np.all(outputs[0].view(np.uint32) == outputs[1].view(np.uint32)))
+
+
 def ends(seed: int) -> tuple[np.ndarray, np.ndarray]:
     x = adversarial(seed)
     y = x[np.random.default_rng(seed + 7).permutation(x.size)]

@@ -30,6 +30,7 @@ __all__ = [
     "add",
     "any_subnormal",
     "epilogue",
+    "float32_magnitudes",
     "gelu_erf",
     "join_computed",
     "mul",
@@ -296,6 +297,17 @@ def any_subnormal(bits: NDArray[np.uint16], exponent: int, magnitude: int) -> bo
     exponent field."""
     b = bits.astype(np.int64) & magnitude
     return bool(np.any((b != 0) & ((b & exponent) == 0)))
+
+
+def float32_magnitudes(
+    x: NDArray[np.float32], bits: NDArray[np.uint32], floor: float, out: NDArray[np.float32]
+) -> bool:
+    """``kernels.linalg._magnitudes``: max(|x|, floor) written (a NaN stays NaN), and whether
+    some float32 pattern is subnormal (read on the bits)."""
+    a = np.abs(x)
+    low = np.float32(floor)
+    out[...] = np.where(a < low, low, a)
+    return bool(np.any(((bits & 0x7F800000) == 0) & ((bits & 0x7FFFFF) != 0)))
 
 
 def join_computed(

@@ -117,7 +117,7 @@ def _split(point: bool, want_y: bool) -> Callable[..., None]:
     return kernel
 
 
-@jit(cache=True, error_model="numpy")
+@jit(cache=True, error_model="numpy", fallback=fallbacks.float32_magnitudes)
 def _magnitudes(
     x: np.ndarray, bits: np.ndarray, floor: float, out: np.ndarray
 ) -> bool:  # pragma: no cover - compiled
