@@ -9,7 +9,7 @@ the tracker handled and its CPU time per operation beyond the plain run's.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/profile_tracking.py --model block --dtype float32``;
 a zoo model at its own size: ``--model zoo:gpt2``, or widened as ``bench_zoo.py --hidden``
-widens it: ``--model zoo:gpt2 --hidden 256``. ``--cprofile N`` prints instead cProfile's N
+widens it: ``--model zoo:gpt2 --hidden 256 [--layers 2]``. ``--cprofile N`` prints instead cProfile's N
 functions of most own time over one tracked run.
 """
 
@@ -36,7 +36,9 @@ import pytest_fpcheck as fp
 from pytest_fpcheck.tracking import track as track_module
 
 
-def workload(model_name: str, dtype_name: str, hidden: int | None) -> Callable[[], None]:
+def workload(
+    model_name: str, dtype_name: str, hidden: int | None, layers: int = 2
+) -> Callable[[], None]:
     """The untracked run to profile: a benchmark model's forward pass (no autograd), or a zoo
     model's forward pass and backward."""
     dtype = DTYPES[dtype_name]
@@ -56,7 +58,7 @@ def workload(model_name: str, dtype_name: str, hidden: int | None) -> Callable[[
     if hidden is None:
         zoo_model, batch = build(name, dtype)
     else:
-        zoo_model, batch = scaled(name, hidden=hidden, seq=128, batch=4, layers=2, vocab=1024)
+        zoo_model, batch = scaled(name, hidden=hidden, seq=128, batch=4, layers=layers, vocab=1024)
         zoo_model = zoo_model.to(dtype)
     zoo_model.train()
 
@@ -154,15 +156,16 @@ def main() -> None:
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--hidden", type=int, default=None, help="a zoo model's width")
+    parser.add_argument("--layers", type=int, default=2, help="a widened zoo model's blocks")
     parser.add_argument("--cprofile", type=int, default=0, metavar="N")
     options = parser.parse_args()
     torch.set_num_threads(1)
-    run = workload(options.model, options.dtype, options.hidden)
+    run = workload(options.model, options.dtype, options.hidden, options.layers)
     if options.cprofile:
         top_functions(run, options.cprofile)
     else:
         label = f"{options.model} {options.dtype}" + (
-            f" hidden {options.hidden}" if options.hidden else ""
+            f" hidden {options.hidden}, {options.layers} layers" if options.hidden else ""
         )
         profile(label, run, options.repeats)
 

@@ -68,6 +68,9 @@ BINARY += ["fused_adamw"]
 #: layer norm's backward kernel: the input's gradient of a layer norm of x (unit weight, zero
 #: bias) under the upstream gradient y, plus the weight's and the bias's gradients (each row)
 BINARY += ["layer_norm_backward"]
+#: a cross-entropy's backward kernel after its log-softmax: the gradient of x's log-softmax
+#: (each row) under the upstream gradient y, y - softmax(x) sum(y)
+BINARY += ["log_softmax_backward"]
 REDUCE = [
     "sum",
     "mean",
@@ -234,6 +237,9 @@ def run_torch(program: Program, *, float64: bool = False, device: str = "cpu") -
                 ),
                 "fused_adamw": _fused_adamw,
                 "layer_norm_backward": _layer_norm_backward,
+                "log_softmax_backward": lambda a, b: torch.ops.aten._log_softmax_backward_data(
+                    b, torch.log_softmax(a, -1), -1, a.dtype
+                ),
             }[op](x, y)
         elif kind == "reduce":
             x = {
@@ -468,6 +474,9 @@ def _run_exact(program: Program) -> np.ndarray:
         elif kind == "binary":
             if op == "layer_norm_backward":
                 x = _layer_norm_backward_exact(x, y)
+            elif op == "log_softmax_backward":
+                probabilities = _reduce_exact("softmax", x)
+                x = y - probabilities * np.array([[mpmath.fsum(row)] for row in y], dtype=object)
             elif op == "where":
                 x = np.where(
                     np.vectorize(lambda a, b: a > b, otypes=[bool])(x, y),

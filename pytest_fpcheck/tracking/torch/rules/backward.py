@@ -17,8 +17,10 @@ in float32 too (every float16 or bfloat16 number is a float32 one).
   evaluation error in the compute format, times ``g``, then the kernel's last rounding
   (:func:`_gelu_backward`; RENDER III-B, as the forward rule ``aten.gelu``).
 
-Other backward kernels (softmax, log-softmax, layer norm, losses, embedding, slicing) are
-bounded through their decompositions (:mod:`..decompose`).
+Log-softmax's and ``nll_loss``'s backward kernels have their rules beside their forward ones
+(:mod:`.softmax`, :mod:`.losses`), layer norm's in :mod:`.normalisation_backward`; other backward
+kernels (softmax, embedding, slicing) are bounded through their decompositions
+(:mod:`..decompose`).
 """
 
 from __future__ import annotations

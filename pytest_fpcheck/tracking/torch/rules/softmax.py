@@ -17,11 +17,23 @@ stores the exponentials of its scalar tail in the tensor's format before dividin
 bfloat16 results a unit in the last place outside the float32 model,
 ``tests/tracking/test_softmax_bounds.py``), other devices' kernels are not read here, and
 log-softmax's reduced-precision kernels may hold the sum in the tensor's own format.
+
+Log-softmax's backward kernel (``_log_softmax_backward_data``, what a cross-entropy's
+``loss.backward()`` runs) computes ``g - exp(y) * sum(g)`` over the dimension, in the compute
+format from end to end: ATen's CPU kernels (``_vec_host_softmax_backward_lastdim`` over the last
+dimension, ``_vec_log_softmax_backward`` over an inner one) convert float16 and bfloat16 rows to
+float32, sum g there in some order, take each exp (a vectorised one or ``std::exp``), the
+product and the difference (or one fused multiply-add) in float32 and round once into the
+tensor's format. Each step's enclosure is rounded outward in the compute format (it holds a
+fused result too: the exact ``g - e s`` lies between the differences of the product's ends),
+the last one outward onto the tensor's.
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from ....interval import elementwise as ew
 from ....interval.core import Interval
@@ -29,6 +41,7 @@ from ....interval.kernels import (
     log_softmax_bounds,
     softmax_bounds,
 )
+from ....interval.linalg import reduce_sum
 from ..context import RuleContext
 from ._common import (
     rule,
@@ -154,3 +167,26 @@ def _log_softmax(ctx: RuleContext) -> Interval:
         ctx.fmt,
     )
     return Interval(lo, hi)
+
+
+@rule("aten._log_softmax_backward_data")
+def _log_softmax_backward(ctx: RuleContext) -> Interval:
+    """g - exp(y) * s, s = sum(g) over the dimension: the sum with gamma_{m-1} in the compute
+    format (any order; m the most terms of a row that may be non-zero), exp(y) with its library error (:data:`~pytest_fpcheck.interval.elementwise.
+    ULP_ERRORS`), the product and the difference rounded outward there, the result outward onto
+    the tensor's format (see the module docstring)."""
+    grad, output = ctx.args[0], ctx.args[1]
+    axis = int(ctx.arg(2, "dim")) % max(grad.dim(), 1)
+    c = ctx.compute
+    g, y = ctx.operand(grad, c), ctx.operand(output, c)
+    if not g.shape:  # a 0-d tensor: its own one-element row
+        total = g
+    else:
+        # adding an exact zero is exact: along any order only the m terms of a row that may be
+        # non-zero round, gamma_{m-1} (a cross-entropy's g has one per row: its sum is exact)
+        nonzero = (g.lo != 0) | (g.hi != 0)
+        terms = max(int(np.broadcast_to(nonzero, g.shape).sum(axis=axis).max(initial=0)), 1)
+        row_factor = ctx.sums.factor(terms, c.unit_roundoff)
+        total = reduce_sum(g, (axis,), True, c, lambda _: row_factor, accumulate=c)
+    exponential = ew.library_function(np.exp, y, c, c, ew.ULP_ERRORS["exp"])
+    return ew.sub(g, ew.mul(exponential, total, c), c).to_format(ctx.fmt)
