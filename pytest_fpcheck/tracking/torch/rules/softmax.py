@@ -44,6 +44,7 @@ from ....interval.kernels import (
 from ....interval.linalg import reduce_sum
 from ..context import RuleContext
 from ._common import (
+    F64,
     rule,
 )
 
@@ -188,5 +189,9 @@ def _log_softmax_backward(ctx: RuleContext) -> Interval:
         terms = max(int(np.broadcast_to(nonzero, g.shape).sum(axis=axis).max(initial=0)), 1)
         row_factor = ctx.sums.factor(terms, c.unit_roundoff)
         total = reduce_sum(g, (axis,), True, c, lambda _: row_factor, accumulate=c)
-    exponential = ew.library_function(np.exp, y, c, c, ew.ULP_ERRORS["exp"])
-    return ew.sub(g, ew.mul(exponential, total, c), c).to_format(ctx.fmt)
+    # the exponential's float64 ends hold its float32 value already (the product, an operation
+    # on any float64 operands, rounds onto the compute format); the difference is on the
+    # compute format's grid, rounded again only onto a coarser tensor format
+    exponential = ew.library_function(np.exp, y, F64, c, ew.ULP_ERRORS["exp"])
+    result = ew.sub(g, ew.mul(exponential, total, c), c)
+    return result if ctx.fmt is c else result.to_format(ctx.fmt)
