@@ -262,6 +262,93 @@ def test_nll_loss_backward_charges_the_quotients_rounding() -> None:
     assert abs(value - exact[0, 1]) > step
 
 
+def test_log_softmax_backward_where_float32s_exponential_overflows() -> None:
+    """exp(89) is finite in float64 and infinite in float32: the kernel's -inf lies in the
+    enclosure (the exponential's enclosure rounded onto float32 overflows as the kernel does;
+    kept in float64 it did not, found by a review)."""
+    g = torch.tensor([[0.25, 0.25]])
+    y = torch.tensor([[89.0, 0.0]])
+    with fp.track(strict=True):
+        z = torch.tensor(0.25) * 1.1
+        out = aten._log_softmax_backward_data(g + (z - z), y, 1, torch.float32)
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    assert out[0, 0].item() == -float("inf")
+    assert bounds.contains(out).all()
+
+
+def test_log_softmax_backward_with_a_revealed_order_of_fewer_terms() -> None:
+    """A summation order revealed for sums of 64 terms does not describe the kernel's sum of a
+    128-term column with 64 non-zero terms: the row's factor is the smaller of the tracker's
+    for 128 terms and gamma_63 (the tree's for 64 excluded the kernel's 0, found by a
+    review). The column: 1 and 63 terms that each round away, exp(y) = 1."""
+    m, n = 64, 128
+
+    def pairwise(lo: int, hi: int) -> object:
+        return lo if hi - lo == 1 else (pairwise(lo, (lo + hi) // 2), pairwise((lo + hi) // 2, hi))
+
+    tree = fp.SummationTree.from_nested(pairwise(0, m))
+    g = torch.zeros(n, 1)
+    g[0] = 1.0
+    g[1:m] = 2.0**-24 * (1 - 2.0**-20)
+    y = torch.zeros(n, 1)
+    with fp.track(strict=True, order=tree):
+        out = aten._log_softmax_backward_data(g, y, 0, torch.float32)
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    assert out[0, 0].item() == 0.0  # 1 - fl(sum), the sum rounded back to 1
+    assert bounds.contains(out).all()
+
+
+def test_nll_loss_backward_of_a_nan_gradient_and_a_weight_of_two_dimensions() -> None:
+    """An exact NaN upstream gradient gives the whole line where it lands (a NaN point is no
+    enclosure); a weight of shape (1, C) is read as the kernel reads it, one flat row (the
+    rule indexed its first axis and failed). Both found by a review."""
+    with fp.track(strict=True):
+        out = aten.nll_loss_backward(
+            torch.tensor(float("nan")),
+            torch.zeros(1, 2),
+            torch.tensor([0]),
+            None,
+            2,
+            -100,
+            torch.tensor(1.0),
+        )
+        weighted = aten.nll_loss_backward(
+            torch.tensor(3.0),
+            torch.zeros(2, 3),
+            torch.tensor([0, 1]),
+            torch.ones(1, 3) * 0.7,
+            1,
+            -100,
+            torch.tensor(7.0),
+        )
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    assert np.isneginf(bounds.lo[0, 0])
+    assert np.isposinf(bounds.hi[0, 0])
+    assert bounds.contains(out)[0, 1]
+    weighted_bounds = fp.bounds_of(weighted)
+    assert weighted_bounds is not None
+    assert weighted_bounds.contains(weighted).all()
+
+
+def test_cross_entropy_of_one_sample_without_reduction() -> None:
+    """A 1-d input's loss without reduction is 0-d: the forward rule's one term is shaped so
+    (the store refused a 1-element enclosure for it, found by a review), and the backward
+    pass is bounded."""
+    x = torch.randn(5, requires_grad=True)
+    with fp.track(strict=True):
+        loss = torch.nn.functional.cross_entropy(x * 1.0, torch.tensor(2), reduction="none")
+        loss.backward()
+    assert loss.shape == ()
+    loss_bounds, grad_bounds = fp.bounds_of(loss), fp.bounds_of(x.grad)
+    assert loss_bounds is not None
+    assert grad_bounds is not None
+    assert loss_bounds.contains(loss).all()
+    assert grad_bounds.contains(x.grad).all()
+
+
 def test_the_log_softmax_gradient_is_tight_on_a_language_models_logits() -> None:
     """The kernel over 64 rows of 1024 classes in float32 with exact operands (a
     cross-entropy's: the log-probabilities, and -1/64 at each row's label): the median

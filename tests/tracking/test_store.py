@@ -1,6 +1,7 @@
 """The side store drops the records of freed storages promptly (their buffers are then reused
 instead of paging in fresh memory), and never the records of live ones; results laid out as a
-permutation of their storage (a transposed tensor's) are recorded element for element."""
+permutation of their storage (a transposed tensor's) are recorded element for element; a NaN end
+is recorded as the whole line."""
 
 from __future__ import annotations
 
@@ -94,3 +95,35 @@ def test_a_summary_the_caller_made_is_the_records_only_where_it_holds_that_inter
     )
     assert (record.max_radius, record.unbounded) == (1.0, False)
     STORE.forget(whole)
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        lambda x, t, y: torch.where(y > 2.5, t, x),
+        lambda x, t, y: torch.cat([x, t]),
+        lambda x, t, y: torch.stack([x, t]),
+        lambda x, t, y: torch.maximum(x, t),
+        lambda x, t, y: t.clone().index_put_((torch.tensor([0]),), x[:1]),
+    ],
+    ids=["where", "cat", "stack", "maximum", "index_put_"],
+)
+def test_an_exact_nan_beside_tracked_values_is_the_whole_line(select) -> None:
+    """An exact NaN selected, concatenated or stored beside tracked values: its element's
+    enclosure is the whole line ("may be NaN"), not [NaN, NaN], which holds nothing (the
+    program's own NaN lay outside its bounds; found by a review), and later operations keep
+    it so."""
+    x, y = torch.tensor([float("nan"), 1.0]), torch.tensor([2.0, 3.0])
+    with fp.track(strict=True):
+        t = y * 1.1
+        out = select(x, t, y)
+        doubled = out * 2
+    for value in (out, doubled):
+        bounds = fp.bounds_of(value)
+        assert bounds is not None
+        nan = torch.isnan(value).numpy()
+        assert nan.any()
+        assert np.isneginf(bounds.lo[nan]).all()
+        assert np.isposinf(bounds.hi[nan]).all()
+        assert bounds.contains(value).all()
+        assert not np.isnan(bounds.lo).any()

@@ -72,6 +72,18 @@ class Record:
     pending: bool = False
 
 
+def _nan_ends_to_whole_line(record: Record) -> None:
+    """A NaN end is no enclosure: where a rule put one (an exact NaN selected, concatenated or
+    stored beside tracked values: ``where``, ``cat``, ``index_put_``), the element's enclosure
+    becomes the whole line, which says "may be NaN". Checked only in records whose summary
+    found an unbounded width (a NaN width is one)."""
+    undefined = np.isnan(record.lo) | np.isnan(record.hi)
+    if undefined.any():
+        record.lo = np.where(undefined, -math.inf, record.lo)
+        record.hi = np.where(undefined, math.inf, record.hi)
+        record.unbounded = True
+
+
 def _storage_length(t: torch.Tensor) -> int:
     return t.untyped_storage().nbytes() // t.element_size()
 
@@ -290,6 +302,8 @@ class BoundsStore:
             record.max_radius, record.unbounded = summarised
         else:
             record.max_radius, record.unbounded = summary(record.lo, record.hi)
+        if record.max_radius == math.inf and not whole_line:
+            _nan_ends_to_whole_line(record)
         record.provenance = provenance
         record.mode = mode
         record.notes = notes

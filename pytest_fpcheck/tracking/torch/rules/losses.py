@@ -51,8 +51,9 @@ def _nll_loss(ctx: RuleContext) -> tuple[Interval, Interval]:
     w = Interval(np.where(keep, w.lo, 0.0), np.where(keep, w.hi, 0.0))
     terms = ew.negate(ew.mul(picked, w, ctx.compute, operand_bits=64))
     c = ctx.compute
-    if reduction == _NONE:
-        return terms.to_format(ctx.fmt), Interval.point(np.asarray(0.0))
+    if reduction == _NONE:  # one term per sample: a 0-d result for a 1-d input
+        shaped = terms.map(lambda v: v.reshape(tuple(target.shape)))
+        return shaped.to_format(ctx.fmt), Interval.point(np.asarray(0.0))
     axes = tuple(range(terms.lo.ndim))
     total = reduce_sum(terms, axes, False, c, sum_factor(ctx, c), accumulate=c)
     weight_total = reduce_sum(w, axes, False, c, sum_factor(ctx, c), accumulate=c)
@@ -72,7 +73,8 @@ def _nll_loss_backward(ctx: RuleContext) -> Interval:
     t = target.detach().cpu().numpy().reshape(-1)
     keep = t != ignore_index
     safe = np.where(keep, t, 0)
-    w = ctx.operand(weight, fmt).map(lambda v: v[safe]) if weight is not None else None
+    # the kernel reads the weight's memory as one flat row of classes, whatever its shape
+    w = ctx.operand(weight, fmt).map(lambda v: v.reshape(-1)[safe]) if weight is not None else None
     if reduction == _NONE and x.dim() == 2:
         scale = g.map(lambda v: v.reshape(-1))
     else:
@@ -82,6 +84,10 @@ def _nll_loss_backward(ctx: RuleContext) -> Interval:
     picked = ew.negate(scale)
     if w is not None:
         picked = ew.mul(w, picked, fmt)
+    undefined = np.isnan(picked.lo) | np.isnan(picked.hi)  # a NaN gradient, exact or not
+    picked = Interval(
+        np.where(undefined, -np.inf, picked.lo), np.where(undefined, np.inf, picked.hi)
+    )
     shape = (1, x.shape[0]) if x.dim() == 1 else tuple(x.shape)
     lo, hi = np.zeros(shape), np.zeros(shape)
     rows = np.arange(shape[0])[keep]

@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from ....interval import elementwise as ew
-from ....interval.core import Interval
+from ....interval.core import Interval, gamma
 from ....interval.kernels import (
     log_softmax_bounds,
     softmax_bounds,
@@ -44,7 +44,6 @@ from ....interval.kernels import (
 from ....interval.linalg import reduce_sum
 from ..context import RuleContext
 from ._common import (
-    F64,
     rule,
 )
 
@@ -172,10 +171,11 @@ def _log_softmax(ctx: RuleContext) -> Interval:
 
 @rule("aten._log_softmax_backward_data")
 def _log_softmax_backward(ctx: RuleContext) -> Interval:
-    """g - exp(y) * s, s = sum(g) over the dimension: the sum with gamma_{m-1} in the compute
-    format (any order; m the most terms of a row that may be non-zero), exp(y) with its library error (:data:`~pytest_fpcheck.interval.elementwise.
-    ULP_ERRORS`), the product and the difference rounded outward there, the result outward onto
-    the tensor's format (see the module docstring)."""
+    """g - exp(y) * s, s = sum(g) over the dimension: the sum in the compute format in any order
+    (the smaller of the tracker's factor for the row and gamma_{m-1}, m the most terms of a row
+    that may be non-zero), exp(y) with its library error rounded outward onto the compute
+    format (where it overflows), the product and the difference rounded outward there, the
+    result outward onto the tensor's format (see the module docstring)."""
     grad, output = ctx.args[0], ctx.args[1]
     axis = int(ctx.arg(2, "dim")) % max(grad.dim(), 1)
     c = ctx.compute
@@ -184,14 +184,15 @@ def _log_softmax_backward(ctx: RuleContext) -> Interval:
         total = g
     else:
         # adding an exact zero is exact: along any order only the m terms of a row that may be
-        # non-zero round, gamma_{m-1} (a cross-entropy's g has one per row: its sum is exact)
+        # non-zero round, gamma_{m-1} (a cross-entropy's g has one per row: its sum is exact);
+        # the tracker's factor for the whole row (a revealed summation order's included) holds
+        # too
+        u, n = c.unit_roundoff, g.shape[axis]
         nonzero = (g.lo != 0) | (g.hi != 0)
         terms = max(int(np.broadcast_to(nonzero, g.shape).sum(axis=axis).max(initial=0)), 1)
-        row_factor = ctx.sums.factor(terms, c.unit_roundoff)
+        row_factor = min(ctx.sums.factor(n, u), gamma(terms - 1, u))
         total = reduce_sum(g, (axis,), True, c, lambda _: row_factor, accumulate=c)
-    # the exponential's float64 ends hold its float32 value already (the product, an operation
-    # on any float64 operands, rounds onto the compute format); the difference is on the
-    # compute format's grid, rounded again only onto a coarser tensor format
-    exponential = ew.library_function(np.exp, y, F64, c, ew.ULP_ERRORS["exp"])
+    exponential = ew.library_function(np.exp, y, c, c, ew.ULP_ERRORS["exp"])
+    # the difference is on the compute format's grid: rounded again only onto a coarser format
     result = ew.sub(g, ew.mul(exponential, total, c), c)
     return result if ctx.fmt is c else result.to_format(ctx.fmt)
