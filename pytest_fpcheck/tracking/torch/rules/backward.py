@@ -18,9 +18,9 @@ in float32 too (every float16 or bfloat16 number is a float32 one).
   (:func:`_gelu_backward`; RENDER III-B, as the forward rule ``aten.gelu``).
 
 Log-softmax's and ``nll_loss``'s backward kernels have their rules beside their forward ones
-(:mod:`.softmax`, :mod:`.losses`), layer norm's in :mod:`.normalisation_backward`; other backward
-kernels (softmax, embedding, slicing) are bounded through their decompositions
-(:mod:`..decompose`).
+(:mod:`.softmax`, :mod:`.losses`), layer norm's in :mod:`.normalisation_backward`, an
+embedding's in :mod:`.scatter`; other backward kernels (softmax, slicing) are bounded through
+their decompositions (:mod:`..decompose`).
 """
 
 from __future__ import annotations

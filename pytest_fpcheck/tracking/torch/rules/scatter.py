@@ -1,11 +1,21 @@
-"""Accumulating scatters: ``scatter_add`` (``index_add``'s and max-pooling's backward reach it).
+"""Accumulating scatters: ``scatter_add`` (``index_add``'s and max-pooling's backward reach it)
+and ``embedding_dense_backward`` (an embedding's gradient).
 
 Element ``i`` of the result is ``self[i]`` plus the ``m_i`` source elements the index sends
 there, added in the tensor's format in an order the kernel chooses. The bound holds for every
 order (Higham, *Accuracy and Stability*, section 4.2): the exact sums of the lower and of the
 upper ends (accumulated in float64, with their own gamma_m(2**-53) allowance), widened by
 gamma_m(u) times the sum of the magnitudes plus m smallest subnormals, rounded outward onto the
-result format.
+result format. Every partial sum of some order is at most the sum of the magnitudes times
+1 + gamma_m(u): where that may pass the format's largest finite number, a partial sum may
+overflow to an infinity that later terms cannot undo (3e38 + 3e38 - 3e38 in float32), and the
+element is the whole line.
+
+An embedding's gradient (ATen's ``embedding_dense_backward_cpu``) adds each row of the upstream
+gradient into the row of its index, in a zero-filled tensor of the gradient's format (float16
+and bfloat16: each addition computed in float32 and rounded to the format), skipping
+``padding_idx``: the same bound, each weight row's m the count of its index. Scaling by the
+inverse frequency (``scale_grad_by_freq``) is left to the decomposition.
 """
 
 from __future__ import annotations
@@ -14,11 +24,12 @@ import numpy as np
 import torch
 
 from ....adapters.torch import internal
+from ....formats import Format
 from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ....interval.rounding import down, up
 from ..context import RuleContext
-from ._common import as_tensor, rule
+from ._common import as_tensor, raise_unsupported, rule
 
 __all__: list[str] = []
 
@@ -53,13 +64,47 @@ def _scatter_add(ctx: RuleContext) -> Interval:
         hi = lo if a.is_point and b.is_point else scatter(a.hi, b.hi)
         total = scatter(a.magnitude(), b.magnitude())
         count = scatter(np.zeros(()), np.ones(()))
-    fmt = ctx.fmt
+    return _accumulated(lo, hi, total, count, ctx.fmt)
+
+
+def _accumulated(
+    lo: np.ndarray, hi: np.ndarray, total: np.ndarray, count: np.ndarray, fmt: Format
+) -> Interval:
+    """The enclosure of sums of ``count`` terms added in ``fmt`` in any order, from the float64
+    sums of their lower ends, upper ends and magnitudes (see the module docstring)."""
     with np.errstate(invalid="ignore", over="ignore"):
+        relative = _gamma(count, fmt.unit_roundoff)
         spread = up(
-            _gamma(count, fmt.unit_roundoff) * total
-            + _gamma(count + 1, _U64) * total
-            + count * fmt.smallest_subnormal
+            relative * total + _gamma(count + 1, _U64) * total + count * fmt.smallest_subnormal
         )
         spread = np.where(count == 0, 0.0, spread)
-        enclosure = Interval(down(lo - spread), up(hi + spread))
-    return ew.everything_where_nan(enclosure).to_format(fmt)
+        may_overflow = up(total * (1 + relative) * (1 + _gamma(count + 1, _U64))) > fmt.max_finite
+        lo = np.where(may_overflow, -np.inf, down(lo - spread))
+        hi = np.where(may_overflow, np.inf, up(hi + spread))
+    return ew.everything_where_nan(Interval(lo, hi)).to_format(fmt)
+
+
+@rule("aten.embedding_dense_backward")
+def _embedding_dense_backward(ctx: RuleContext) -> Interval:
+    """Row k of the weight's gradient: the sum of the gradient's rows whose index is k
+    (``padding_idx`` skipped), in any order (see the module docstring)."""
+    grad, indices, num_weights, padding_idx, scale_grad_by_freq = ctx.args[:5]
+    if scale_grad_by_freq:
+        raise_unsupported(ctx, "scale_grad_by_freq")
+    width = int(grad.shape[-1]) if grad.dim() else 1
+    g = ctx.operand(grad).map(lambda v: np.broadcast_to(v, tuple(grad.shape)).reshape(-1, width))
+    index = indices.detach().cpu().numpy().reshape(-1)
+    keep = index != padding_idx
+    rows = index[keep]
+    shape = (int(num_weights), width)
+
+    def added(values: np.ndarray) -> np.ndarray:
+        out = np.zeros(shape)
+        np.add.at(out, rows, values[keep])
+        return out
+
+    lo = added(g.lo)
+    hi = lo if g.is_point else added(g.hi)
+    total = added(g.magnitude()) if not g.is_point else added(np.abs(g.lo))
+    count = np.bincount(rows, minlength=shape[0])[:, None].astype(np.float64)
+    return _accumulated(lo, hi, total, count, ctx.fmt)
