@@ -39,7 +39,7 @@ from ...interval.bounds import Provenance, contains
 from ...interval.core import Interval, is_whole_line
 from ...interval.kernels import summary
 
-__all__ = ["STORE", "BoundsStore", "Record", "float64_values"]
+__all__ = ["STORE", "BoundsStore", "Record", "float64_values", "version_of"]
 
 #: records of freed storages are dropped every this many writes, or sooner, once the buffers
 #: written since the last sweep reach _PURGE_BYTES (plus a kibibyte per record, so that a sweep
@@ -70,6 +70,13 @@ class Record:
     #: written by an in-place operation, whose version bump PyTorch applies after the Python
     #: dispatch layer returns: the next read accepts exactly one increment
     pending: bool = False
+
+
+def version_of(t: torch.Tensor) -> int:
+    """The tensor's version counter; 0 for an inference tensor (made under
+    ``torch.inference_mode()``), which keeps none: its record cannot see a change made outside
+    tracking (in-place operations on it under tracking rewrite the record as usual)."""
+    return 0 if t.is_inference() else t._version
 
 
 def _nan_ends_to_whole_line(record: Record) -> None:
@@ -198,12 +205,12 @@ class BoundsStore:
             record = self._records.get(key)
         if record is None:
             return None
-        if record.pending and t._version == record.version + 1:
-            record.version, record.pending = t._version, False
-        if t._version != record.version and not _holds(record, t):
+        if record.pending and version_of(t) == record.version + 1:
+            record.version, record.pending = version_of(t), False
+        if version_of(t) != record.version and not _holds(record, t):
             raise StaleBoundsError(
                 f"a tensor of shape {tuple(t.shape)} and dtype {t.dtype} was modified in place "
-                f"after its bounds were recorded (version {record.version} -> {t._version}), "
+                f"after its bounds were recorded (version {record.version} -> {version_of(t)}), "
                 "outside tracking; its bounds no longer hold. Recompute it inside fp.track(), "
                 "or make the in-place change inside the tracked region."
             )
@@ -273,11 +280,11 @@ class BoundsStore:
         )
         if whole_line:  # the shared read-only ends (Interval.whole): no copy, no summary pass
             flat_lo, flat_hi = interval.lo.reshape(-1), interval.hi.reshape(-1)
-            record = Record(flat_lo, flat_hi, t._version, fmt, provenance, mode, notes)
+            record = Record(flat_lo, flat_hi, version_of(t), fmt, provenance, mode, notes)
         elif whole:
             flat_lo = _buffer(interval.lo, shape, owned)
             flat_hi = flat_lo if interval.is_point else _buffer(interval.hi, shape, owned)
-            record = Record(flat_lo, flat_hi, t._version, fmt, provenance, mode, notes)
+            record = Record(flat_lo, flat_hi, version_of(t), fmt, provenance, mode, notes)
         elif covers := _covers_storage(t, length):
             # every element is written: fresh buffers in the storage's order, nothing kept
             flat_lo = np.empty(length)
@@ -286,15 +293,15 @@ class BoundsStore:
             if not interval.is_point:
                 flat_hi = np.empty(length)
                 _view(flat_hi, t)[...] = interval.hi
-            record = Record(flat_lo, flat_hi, t._version, fmt, provenance, mode, notes)
+            record = Record(flat_lo, flat_hi, version_of(t), fmt, provenance, mode, notes)
         else:
             lo = np.broadcast_to(interval.lo, shape)
             hi = lo if interval.is_point else np.broadcast_to(interval.hi, shape)
             if record is None:
                 values = _storage_values(t)
-                record = Record(values, values, t._version, fmt, provenance, mode, notes)
+                record = Record(values, values, version_of(t), fmt, provenance, mode, notes)
             self._write_strided(record, t, lo, hi, interval.is_point)
-        record.version = t._version
+        record.version = version_of(t)
         record.pending = in_place
         if whole_line:
             record.max_radius, record.unbounded = math.inf, True

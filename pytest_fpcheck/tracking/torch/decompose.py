@@ -51,7 +51,7 @@ from ...interval.bounds import contains
 from ...interval.core import Interval
 from ..core.interpose import OpCall
 from ..core.policy import accumulating_in_format
-from ..core.store import STORE, float64_values
+from ..core.store import STORE, float64_values, version_of
 from .context import RuleContext
 
 __all__ = ["decomposition_rule"]
@@ -724,13 +724,13 @@ def _by_decomposition(
 
     def rule(ctx: RuleContext) -> list[Interval | None]:
         operands = _tensors(list(call.args)) + _tensors(list(call.kwargs.values()))
-        versions = [t._version for t in operands]
+        versions = [version_of(t) for t in operands]
         reduced = any(t.dtype in _REDUCED for t in operands)
         attempts = [(True, False), (False, False), (False, True)] if reduced else [(False, False)]
         for widen, in_format in attempts:
             with accumulating_in_format() if in_format else contextlib.nullcontext():
                 results = _replica_bounds(ctx, call, reentered, decomposition, widen)
-            if [t._version for t in operands] != versions:
+            if [version_of(t) for t in operands] != versions:
                 raise InternalError(f"the decomposition of {call.name} modified an operand")
             if results is not None:
                 return results

@@ -531,10 +531,15 @@ def _joined(
 
 
 def _decomposable(func: torch._ops.OpOverload) -> bool:
-    """Whether the operation has a composite kernel (PyTorch's decomposition into other
-    operations, run by ``OpOverload.decompose``)."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key(
-        func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
+    """Whether the operation runs as its composite kernel (PyTorch's decomposition into other
+    operations, run by ``OpOverload.decompose``): it has one and no CPU or CUDA kernel of its
+    own. One with both (``silu_backward``, ``mish_backward``) runs its own kernel, whose values
+    the composite's differ from in the last bit: the tracked run must compute what the plain
+    run does."""
+    name, keys = func.name(), torch._C.DispatchKey
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return has(name, keys.CompositeImplicitAutograd) and not (
+        has(name, keys.CPU) or has(name, keys.CUDA)
     )
 
 

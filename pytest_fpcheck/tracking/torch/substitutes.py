@@ -109,6 +109,12 @@ def _foreach(name: str, in_place: bool) -> Callable[..., Any]:
     return each
 
 
+def _foreach_norm(tensors: list[torch.Tensor], ord: Any = 2, dtype: Any = None) -> list[Any]:
+    """``_foreach_norm`` (``clip_grad_norm_``'s default on the CPU) as ATen's CPU kernel runs it
+    (its slow path): ``linalg_vector_norm`` of each tensor, the same values."""
+    return [torch.ops.aten.linalg_vector_norm(t, ord, None, False, dtype=dtype) for t in tensors]
+
+
 #: CUDA's fused attention kernels (those this PyTorch has)
 _CUDA_ATTENTION = (
     "_scaled_dot_product_flash_attention",
@@ -124,8 +130,9 @@ _CUDA_ATTENTION = (
 #: * ``mse_loss`` runs as its own kernel's steps, which give the same values;
 #: * the fused CPU Adam and AdamW steps run as their functional variants and copies back, and
 #:   the foreach arithmetic (``_foreach_add_``, ``_foreach_lerp_``, ``_foreach_sqrt``, ...: the
-#:   foreach optimizers, the default on CUDA, and the fused ones' step counts) as a loop over
-#:   its tensors, as ATen's CPU kernels do: the same values.
+#:   foreach optimizers, the default on CUDA, and the fused ones' step counts) and the foreach
+#:   norm (``clip_grad_norm_``) as a loop over its tensors, as ATen's CPU kernels do: the same
+#:   values.
 SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": flash_attention_for_cpu,
     **{
@@ -138,4 +145,5 @@ SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten._fused_adamw_": _fused_adam_in_place("_fused_adamw"),
     **{f"aten._foreach_{name}_": _foreach(name, in_place=True) for name in _FOREACH},
     **{f"aten._foreach_{name}": _foreach(name, in_place=False) for name in _FOREACH},
+    "aten._foreach_norm": _foreach_norm,
 }

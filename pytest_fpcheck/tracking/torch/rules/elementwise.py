@@ -13,12 +13,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
+from .... import formats as F
 from ....adapters.torch import dtype_format
 from ....interval import elementwise as ew
 from ....interval.core import Interval
@@ -243,6 +245,17 @@ def _pow(ctx: RuleContext) -> Interval:
         raise_unsupported(ctx, "pow with a tensor exponent or a scalar base")
     a = ctx.operand(base)
     p = float(exponent)
+    # the kernel may round a number exponent to the tensor's format (bfloat16's pow(1.01)
+    # takes 1.0078125) or to the compute format: x**q is monotone in q, so the hull of the
+    # results for each candidate q holds the kernel's
+    exponents = sorted({p, *(float(F.round_to(np.asarray(p), f)) for f in (ctx.fmt, ctx.compute))})
+    if len(exponents) > 1:
+        if not all(math.isfinite(q) for q in exponents):  # an exponent the format overflows
+            return Interval.whole(a.shape)
+        hull = _real_power(ctx, a, exponents[0])
+        for q in exponents[1:]:
+            hull = hull.hull(_real_power(ctx, a, q))
+        return hull
     if p == 0:
         return Interval.point(np.ones(a.shape))
     if p.is_integer() and 0 < p <= 64:
@@ -253,6 +266,12 @@ def _pow(ctx: RuleContext) -> Interval:
         return result if ctx.fmt.name == ctx.compute.name else result.to_format(ctx.fmt)
     if p == 0.5:
         return ew.sqrt(a, ctx.fmt)
+    return _real_power(ctx, a, p)
+
+
+def _real_power(ctx: RuleContext, a: Interval, p: float) -> Interval:
+    """std::pow(x, p) of non-negative bases, a library function (a negative base: NaN, the
+    whole line)."""
     with np.errstate(invalid="ignore"):
         positive = Interval(np.where(a.lo < 0, np.nan, a.lo), np.where(a.hi < 0, np.nan, a.hi))
     return ew.library_function(

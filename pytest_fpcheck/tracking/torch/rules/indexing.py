@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from .... import formats as F
 from ....adapters.torch import dtype_format, internal
+from ....formats import Format
 from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ....interval.registry import register_rule
@@ -91,25 +93,59 @@ def _monotone(ctx: RuleContext) -> Any:
 
         return pick
 
-    kwargs = {k: v for k, v in ctx.kwargs.items() if k != "out"}
+    # an out= overload's output arguments are the result's memory: the ends are computed by
+    # the functional overload the packet picks without them
+    outs = {a.name for a in ctx.call.func._schema.arguments if a.is_out}
+    kwargs = {k: v for k, v in ctx.kwargs.items() if k not in outs}
+    func = ctx.call.func.overloadpacket if outs else ctx.call.func
     with internal(), torch.no_grad():
-        low = ctx.call.func(*_swap_floats(ctx.args, end(0)), **_swap_floats(kwargs, end(0)))
+        low = func(*_swap_floats(ctx.args, end(0)), **_swap_floats(kwargs, end(0)))
         all_points = all(i.is_point for i in ends.values())
         high = (
             low
             if all_points
-            else ctx.call.func(*_swap_floats(ctx.args, end(1)), **_swap_floats(kwargs, end(1)))
+            else func(*_swap_floats(ctx.args, end(1)), **_swap_floats(kwargs, end(1)))
         )
     lows = low if isinstance(low, (tuple, list)) else (low,)
     highs = high if isinstance(high, (tuple, list)) else (high,)
+    inexact = _inexact_scalars(ctx)
     result: list[Interval | None] = []
-    for lo_t, hi_t in zip(lows, highs, strict=True):
+    for position, (lo_t, hi_t) in enumerate(zip(lows, highs, strict=True)):
         if not isinstance(lo_t, torch.Tensor) or dtype_format(lo_t.dtype) is None:
             result.append(None)
             continue
         lo_a = float64_values(lo_t)
-        result.append(Interval.point(lo_a) if all_points else Interval(lo_a, float64_values(hi_t)))
+        ends_of = Interval.point(lo_a) if all_points else Interval(lo_a, float64_values(hi_t))
+        fmt = _output_format(ctx, position)
+        if inexact and fmt is not None:
+            # a number the format does not hold (clamp's 0.01) is rounded to it (or to the
+            # compute format, then the result to it) by the kernel: the ends computed with
+            # the number itself, rounded outward onto the format, hold that (monotone rounding)
+            ends_of = ends_of.to_format(fmt)
+        result.append(ends_of)
     return tuple(result)
+
+
+def _inexact_scalars(ctx: RuleContext) -> bool:
+    """Whether a Python number among the arguments is not exactly a number of the result's
+    format."""
+    numbers = [
+        v
+        for v in flat(ctx.args) + flat(list(ctx.kwargs.values()))
+        if isinstance(v, float) and not isinstance(v, bool)
+    ]
+    if not numbers:
+        return False
+    values = np.array(numbers, dtype=np.float64)
+    finite = values[np.isfinite(values)]
+    return bool((F.round_to(finite, ctx.fmt) != finite).any())
+
+
+def _output_format(ctx: RuleContext, position: int) -> Format | None:
+    outputs = ctx.outputs
+    if position < len(outputs):
+        return dtype_format(outputs[position].dtype)
+    return ctx.fmt
 
 
 for _name in (
