@@ -154,3 +154,32 @@ def test_pow_by_a_number_the_format_does_not_hold(dtype: torch.dtype, exponent: 
     assert bounds.contains(y).all(), (y, bounds.lo, bounds.hi)
     exact = x.double() ** exponent
     assert bounds.contains(exact).all()
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_adam_with_amsgrad_and_its_foreach_default(foreach: bool) -> None:
+    """The foreach amsgrad keeps its maximum with ``_foreach_maximum_`` (it had no rule): the
+    tracked step updates as the plain one does, bit for bit."""
+    weights = []
+    for tracked in (False, True):
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(4, 3)
+        optimizer = torch.optim.Adam(layer.parameters(), lr=0.01, amsgrad=True, foreach=foreach)
+        x = torch.randn(2, 4)
+        for _ in range(2):
+            optimizer.zero_grad()
+            if tracked:
+                with fp.track(strict=True):
+                    layer(x).sum().backward()
+                    optimizer.step()
+            else:
+                layer(x).sum().backward()
+                optimizer.step()
+        weights.append(layer.weight.detach().clone())
+    assert torch.equal(weights[0], weights[1])
+    with fp.track(strict=True):
+        out = torch._foreach_maximum([torch.randn(3) * 1.1], [torch.randn(3)])
+        torch._foreach_minimum_(out, 0.25)
+    bounds = fp.bounds_of(out[0])
+    assert bounds is not None
+    assert bounds.contains(out[0]).all()

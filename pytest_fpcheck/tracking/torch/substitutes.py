@@ -115,6 +115,28 @@ def _foreach_norm(tensors: list[torch.Tensor], ord: Any = 2, dtype: Any = None) 
     return [torch.ops.aten.linalg_vector_norm(t, ord, None, False, dtype=dtype) for t in tensors]
 
 
+def _foreach_extremum(name: str, in_place: bool) -> Callable[..., Any]:
+    """``_foreach_maximum_`` / ``_foreach_minimum_`` (Adam's amsgrad with its foreach default)
+    and their functional forms, as a loop: ``maximum`` (``minimum``) against the i-th tensor,
+    or ``clamp_min`` (``clamp_max``) against a number, then copied back in place. A selection:
+    the same values in any order of evaluation."""
+    aten = torch.ops.aten
+    pick = getattr(aten, name)
+    clamp = aten.clamp_min if name == "maximum" else aten.clamp_max
+
+    def each(tensors: list[torch.Tensor], other: Any) -> list[Any] | None:
+        results = []
+        for index, tensor in enumerate(tensors):
+            item = other[index] if isinstance(other, (list, tuple)) else other
+            value = pick(tensor, item) if isinstance(item, torch.Tensor) else clamp(tensor, item)
+            if in_place:
+                tensor.copy_(value)
+            results.append(value)
+        return None if in_place else results
+
+    return each
+
+
 #: CUDA's fused attention kernels (those this PyTorch has)
 _CUDA_ATTENTION = (
     "_scaled_dot_product_flash_attention",
@@ -130,9 +152,9 @@ _CUDA_ATTENTION = (
 #: * ``mse_loss`` runs as its own kernel's steps, which give the same values;
 #: * the fused CPU Adam and AdamW steps run as their functional variants and copies back, and
 #:   the foreach arithmetic (``_foreach_add_``, ``_foreach_lerp_``, ``_foreach_sqrt``, ...: the
-#:   foreach optimizers, the default on CUDA, and the fused ones' step counts) and the foreach
-#:   norm (``clip_grad_norm_``) as a loop over its tensors, as ATen's CPU kernels do: the same
-#:   values.
+#:   foreach optimizers, the default on CUDA, and the fused ones' step counts), the foreach
+#:   norm (``clip_grad_norm_``) and maximum (amsgrad) as a loop over its tensors, as ATen's CPU
+#:   kernels do: the same values.
 SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": flash_attention_for_cpu,
     **{
@@ -146,4 +168,9 @@ SUBSTITUTES: dict[str, Callable[..., Any]] = {
     **{f"aten._foreach_{name}_": _foreach(name, in_place=True) for name in _FOREACH},
     **{f"aten._foreach_{name}": _foreach(name, in_place=False) for name in _FOREACH},
     "aten._foreach_norm": _foreach_norm,
+    **{
+        f"aten._foreach_{name}{suffix}": _foreach_extremum(name, in_place=suffix == "_")
+        for name in ("maximum", "minimum")
+        for suffix in ("", "_")
+    },
 }
