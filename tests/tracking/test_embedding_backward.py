@@ -1,5 +1,5 @@
-"""``aten.embedding_dense_backward``'s own rule and ``scatter_add``'s (rules/scatter.py), proven
-against mpmath: the kernel's value and the exact sums lie in the enclosure, for gradients on each
+"""``aten.embedding_dense_backward``'s and ``aten.index_add``'s own rules and ``scatter_add``'s
+(rules/scatter.py), proven against mpmath: the kernel's value and the exact sums lie in the enclosure, for gradients on each
 format's grid (subnormals, values near overflow whose partial sums overflow, cancellation),
 repeated indices and ``padding_idx``; and where a partial sum may overflow the element is the
 whole line."""
@@ -120,3 +120,44 @@ def test_an_embeddings_gradient_is_a_rule_and_tight() -> None:
     np.add.at(magnitude, index.numpy(), np.abs(g.numpy()))
     allowed = 2 * (counts + 1) * 2.0**-24 * magnitude + 2.0**-20 * np.abs(out.numpy())
     assert ((bounds.hi - bounds.lo) <= allowed).all()
+
+
+@st.composite
+def index_add_cases(draw: st.DrawFn):
+    dtype = draw(st.sampled_from(sorted(GRIDS, key=str)))
+    rows, sources, width = draw(st.integers(1, 5)), draw(st.integers(1, 6)), draw(st.integers(1, 3))
+    index = draw(st.lists(st.integers(0, rows - 1), min_size=sources, max_size=sources))
+    target = draw(grid_values(GRIDS[dtype], (rows, width)))
+    source = draw(grid_values(GRIDS[dtype], (sources, width)))
+    return dtype, np.array(index), target, source, draw(st.booleans())
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(index_add_cases())
+def test_index_add_holds_the_kernel_and_the_exact_sums(case) -> None:
+    """``index_add`` (in place or not; it had no rule: a hunt through training code found it
+    refused): each target row plus the source rows its index sends there."""
+    dtype, index, target, source, in_place = case
+    t, s = torch.tensor(target).to(dtype), torch.tensor(source).to(dtype)
+    with fp.track(strict=True):
+        base = t * 1
+        out = (
+            base.index_add_(0, torch.tensor(index), s)
+            if in_place
+            else base.index_add(0, torch.tensor(index), s)
+        )
+    tv, sv = t.double().numpy(), s.double().numpy()
+    exact = np.empty(tv.shape, dtype=object)
+    for k in range(tv.shape[0]):
+        for j in range(tv.shape[1]):
+            terms = [tv[k, j], *sv[index == k, j]]
+            exact[k, j] = mpmath.fsum(mpmath.mpf(float(v)) for v in terms)
+    bounds = fp.bounds_of(out)
+    if bounds is None:
+        assert np.array_equal(out.double().numpy(), exact.astype(float))
+        return
+    assert_encloses(bounds, out, exact, case)

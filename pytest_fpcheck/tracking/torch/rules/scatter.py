@@ -1,4 +1,4 @@
-"""Accumulating scatters: ``scatter_add`` (``index_add``'s and max-pooling's backward reach it)
+"""Accumulating scatters: ``scatter_add`` (max-pooling's backward reaches it), ``index_add``
 and ``embedding_dense_backward`` (an embedding's gradient).
 
 Element ``i`` of the result is ``self[i]`` plus the ``m_i`` source elements the index sends
@@ -19,6 +19,8 @@ inverse frequency (``scale_grad_by_freq``) is left to the decomposition.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -51,13 +53,42 @@ def _scatter_add(ctx: RuleContext) -> Interval:
         ctx.arg(2, "index"),
         ctx.arg(3, "src"),
     )
+    return _added_into(ctx, target, source, lambda base, added: base.scatter_add(dim, index, added))
+
+
+@rule("aten.index_add")
+def _index_add(ctx: RuleContext) -> Interval:
+    """``self.index_add(dim, index, source)``: the slices of ``source`` added into those of
+    ``self`` the index names, in ATen's CPU kernel one addition at a time in the tensor's
+    format; a scaling ``alpha`` other than 1 (one more rounding per term) is left to the
+    decomposition."""
+    target, dim, index, source = (
+        ctx.arg(0, "self"),
+        ctx.arg(1, "dim"),
+        ctx.arg(2, "index"),
+        ctx.arg(3, "source"),
+    )
+    if float(ctx.arg(4, "alpha", 1)) != 1:
+        raise_unsupported(ctx, "index_add with alpha other than 1")
+    return _added_into(ctx, target, source, lambda base, added: base.index_add(dim, index, added))
+
+
+def _added_into(
+    ctx: RuleContext,
+    target: torch.Tensor,
+    source: torch.Tensor,
+    add: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> Interval:
+    """The enclosure of ``add(target, source)``, a scatter that adds each source element into
+    one target element: the scatter run on float64 lower ends, upper ends, magnitudes and ones
+    (the count of terms of each element), then :func:`_accumulated`."""
     a, b = ctx.operand(target), ctx.operand(source)
     with internal(), torch.no_grad():
 
         def scatter(into: np.ndarray, values: np.ndarray) -> np.ndarray:
             base = as_tensor(np.broadcast_to(into, tuple(target.shape)).copy())
             added = as_tensor(np.broadcast_to(values, tuple(source.shape)).copy())
-            out: np.ndarray = base.scatter_add(dim, index.cpu(), added).numpy()
+            out: np.ndarray = add(base, added).numpy()
             return out
 
         lo = scatter(a.lo, b.lo)
