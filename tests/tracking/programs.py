@@ -18,6 +18,7 @@ import torch
 from hypothesis import strategies as st
 from mpmath import libmp
 
+import pytest_fpcheck as fp
 from pytest_fpcheck import formats as F
 
 mpmath.mp.dps = 60
@@ -582,3 +583,21 @@ def exact_to_float(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             values
         )
     return lo, hi
+
+
+def assert_encloses(
+    bounds: fp.Bounds, value: torch.Tensor, exact: np.ndarray, note: object
+) -> None:
+    """The kernel's value (a NaN only where the enclosure is the whole line) and the exact
+    values (an object array of mpmath numbers) lie in ``bounds`` (an ``fp.Bounds``)."""
+    lo, hi = bounds.lo.reshape(-1), bounds.hi.reshape(-1)
+    whole = np.isneginf(lo) & np.isposinf(hi)
+    computed = value.double().numpy().reshape(-1)
+    nan = np.isnan(computed)
+    assert whole[nan].all(), (note, computed, lo, hi)
+    assert bounds.contains(value).reshape(-1)[~nan].all(), (note, computed, lo, hi)
+    down, up = exact_to_float(exact.reshape(-1))
+    with np.errstate(invalid="ignore"):
+        inside = (lo <= down) & (up <= hi)
+    bad = ~(inside | whole)
+    assert not bad.any(), (note, down[bad], lo[bad], hi[bad])

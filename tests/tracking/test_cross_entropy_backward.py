@@ -19,7 +19,7 @@ import pytest_fpcheck as fp
 
 torch = pytest.importorskip("torch")
 
-from .programs import exact_to_float, grid_values  # noqa: E402
+from .programs import assert_encloses, grid_values  # noqa: E402
 
 aten = torch.ops.aten
 DTYPES = {
@@ -33,22 +33,6 @@ SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-def assert_encloses(bounds: fp.Bounds, value: torch.Tensor, exact: np.ndarray, note: object):
-    """The kernel's value (a NaN only where the enclosure is the whole line) and the exact
-    values (an object array of mpmath numbers) lie in ``bounds``."""
-    lo, hi = bounds.lo.reshape(-1), bounds.hi.reshape(-1)
-    whole = np.isneginf(lo) & np.isposinf(hi)
-    computed = value.double().numpy().reshape(-1)
-    nan = np.isnan(computed)
-    assert whole[nan].all(), (note, computed, lo, hi)
-    assert bounds.contains(value).reshape(-1)[~nan].all(), (note, computed, lo, hi)
-    down, up = exact_to_float(exact.reshape(-1))
-    with np.errstate(invalid="ignore"):
-        inside = (lo <= down) & (up <= hi)
-    bad = ~(inside | whole)
-    assert not bad.any(), (note, down[bad], lo[bad], hi[bad])
 
 
 def exact_log_softmax_backward(g: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:

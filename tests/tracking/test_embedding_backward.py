@@ -16,7 +16,7 @@ import pytest_fpcheck as fp
 
 torch = pytest.importorskip("torch")
 
-from .programs import exact_to_float, grid_values  # noqa: E402
+from .programs import assert_encloses, grid_values  # noqa: E402
 
 aten = torch.ops.aten
 GRIDS = {
@@ -25,19 +25,6 @@ GRIDS = {
     torch.float16: "float16",
     torch.float64: "float32",
 }
-
-
-def assert_encloses(bounds: fp.Bounds, value: torch.Tensor, exact: np.ndarray, note: object):
-    lo, hi = bounds.lo.reshape(-1), bounds.hi.reshape(-1)
-    whole = np.isneginf(lo) & np.isposinf(hi)
-    computed = value.double().numpy().reshape(-1)
-    nan = np.isnan(computed)
-    assert whole[nan].all(), (note, computed, lo, hi)
-    assert bounds.contains(value).reshape(-1)[~nan].all(), (note, computed, lo, hi)
-    down, up = exact_to_float(exact.reshape(-1))
-    with np.errstate(invalid="ignore"):
-        inside = (lo <= down) & (up <= hi)
-    assert (inside | whole).all(), (note, down, lo, hi)
 
 
 @st.composite
