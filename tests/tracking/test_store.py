@@ -105,8 +105,9 @@ def test_a_summary_the_caller_made_is_the_records_only_where_it_holds_that_inter
         lambda x, t, y: torch.stack([x, t]),
         lambda x, t, y: torch.maximum(x, t),
         lambda x, t, y: t.clone().index_put_((torch.tensor([0]),), x[:1]),
+        lambda x, t, y: t.clone().fill_(float("nan")),
     ],
-    ids=["where", "cat", "stack", "maximum", "index_put_"],
+    ids=["where", "cat", "stack", "maximum", "index_put_", "fill_"],
 )
 def test_an_exact_nan_beside_tracked_values_is_the_whole_line(select) -> None:
     """An exact NaN selected, concatenated or stored beside tracked values: its element's

@@ -40,6 +40,17 @@ def test_clamp_limits_the_format_does_not_hold(dtype: torch.dtype, clamp) -> Non
     assert bounds.contains(y).all(), (y, bounds.lo, bounds.hi)
 
 
+def test_a_clamp_limit_of_an_integer_float32_does_not_hold() -> None:
+    """2**24 + 1 is an integer float32 rounds (to 2**24): the kernel clamps 2**25 to 2**24."""
+    x = torch.tensor([2.0**25, 1.0])
+    with fp.track(strict=True):
+        y = (x * 1).clamp_max(2**24 + 1)
+    assert y[0].item() == 2.0**24
+    bounds = fp.bounds_of(y)
+    assert bounds is not None
+    assert bounds.contains(y).all()
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_clip_grad_value_in_a_narrow_format(dtype: torch.dtype) -> None:
     torch.manual_seed(0)

@@ -83,7 +83,8 @@ def _nan_ends_to_whole_line(record: Record) -> None:
     """A NaN end is no enclosure: where a rule put one (an exact NaN selected, concatenated or
     stored beside tracked values: ``where``, ``cat``, ``index_put_``), the element's enclosure
     becomes the whole line, which says "may be NaN". Checked only in records whose summary
-    found an unbounded width (a NaN width is one)."""
+    found an unbounded width (a NaN width is one) and in points (``fill_(nan)`` on a tracked
+    tensor), whose summary reads no width."""
     undefined = np.isnan(record.lo) | np.isnan(record.hi)
     if undefined.any():
         record.lo = np.where(undefined, -math.inf, record.lo)
@@ -205,12 +206,13 @@ class BoundsStore:
             record = self._records.get(key)
         if record is None:
             return None
-        if record.pending and version_of(t) == record.version + 1:
-            record.version, record.pending = version_of(t), False
-        if version_of(t) != record.version and not _holds(record, t):
+        version = version_of(t)
+        if record.pending and version == record.version + 1:
+            record.version, record.pending = version, False
+        if version != record.version and not _holds(record, t):
             raise StaleBoundsError(
                 f"a tensor of shape {tuple(t.shape)} and dtype {t.dtype} was modified in place "
-                f"after its bounds were recorded (version {record.version} -> {version_of(t)}), "
+                f"after its bounds were recorded (version {record.version} -> {version}), "
                 "outside tracking; its bounds no longer hold. Recompute it inside fp.track(), "
                 "or make the in-place change inside the tracked region."
             )
@@ -265,6 +267,7 @@ class BoundsStore:
         record's when the record holds ``interval`` alone."""
         storage = t.untyped_storage()
         key = storage._cdata
+        version = version_of(t)
         shape = tuple(t.shape)
         length = storage.nbytes() // t.element_size()
         whole = t.is_contiguous() and t.storage_offset() == 0 and t.numel() == length
@@ -280,11 +283,11 @@ class BoundsStore:
         )
         if whole_line:  # the shared read-only ends (Interval.whole): no copy, no summary pass
             flat_lo, flat_hi = interval.lo.reshape(-1), interval.hi.reshape(-1)
-            record = Record(flat_lo, flat_hi, version_of(t), fmt, provenance, mode, notes)
+            record = Record(flat_lo, flat_hi, version, fmt, provenance, mode, notes)
         elif whole:
             flat_lo = _buffer(interval.lo, shape, owned)
             flat_hi = flat_lo if interval.is_point else _buffer(interval.hi, shape, owned)
-            record = Record(flat_lo, flat_hi, version_of(t), fmt, provenance, mode, notes)
+            record = Record(flat_lo, flat_hi, version, fmt, provenance, mode, notes)
         elif covers := _covers_storage(t, length):
             # every element is written: fresh buffers in the storage's order, nothing kept
             flat_lo = np.empty(length)
@@ -293,15 +296,15 @@ class BoundsStore:
             if not interval.is_point:
                 flat_hi = np.empty(length)
                 _view(flat_hi, t)[...] = interval.hi
-            record = Record(flat_lo, flat_hi, version_of(t), fmt, provenance, mode, notes)
+            record = Record(flat_lo, flat_hi, version, fmt, provenance, mode, notes)
         else:
             lo = np.broadcast_to(interval.lo, shape)
             hi = lo if interval.is_point else np.broadcast_to(interval.hi, shape)
             if record is None:
                 values = _storage_values(t)
-                record = Record(values, values, version_of(t), fmt, provenance, mode, notes)
+                record = Record(values, values, version, fmt, provenance, mode, notes)
             self._write_strided(record, t, lo, hi, interval.is_point)
-        record.version = version_of(t)
+        record.version = version
         record.pending = in_place
         if whole_line:
             record.max_radius, record.unbounded = math.inf, True
@@ -309,7 +312,7 @@ class BoundsStore:
             record.max_radius, record.unbounded = summarised
         else:
             record.max_radius, record.unbounded = summary(record.lo, record.hi)
-        if record.max_radius == math.inf and not whole_line:
+        if not whole_line and (record.max_radius == math.inf or record.lo is record.hi):
             _nan_ends_to_whole_line(record)
         record.provenance = provenance
         record.mode = mode

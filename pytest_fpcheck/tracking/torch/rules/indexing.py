@@ -128,11 +128,11 @@ def _monotone(ctx: RuleContext) -> Any:
 
 def _inexact_scalars(ctx: RuleContext) -> bool:
     """Whether a Python number among the arguments is not exactly a number of the result's
-    format."""
+    format (an integer too: float32 holds no 2**24 + 1)."""
     numbers = [
         v
         for v in flat(ctx.args) + flat(list(ctx.kwargs.values()))
-        if isinstance(v, float) and not isinstance(v, bool)
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
     ]
     if not numbers:
         return False

@@ -84,10 +84,6 @@ def _nll_loss_backward(ctx: RuleContext) -> Interval:
     picked = ew.negate(scale)
     if w is not None:
         picked = ew.mul(w, picked, fmt)
-    undefined = np.isnan(picked.lo) | np.isnan(picked.hi)  # a NaN gradient, exact or not
-    picked = Interval(
-        np.where(undefined, -np.inf, picked.lo), np.where(undefined, np.inf, picked.hi)
-    )
     shape = (1, x.shape[0]) if x.dim() == 1 else tuple(x.shape)
     lo, hi = np.zeros(shape), np.zeros(shape)
     rows = np.arange(shape[0])[keep]

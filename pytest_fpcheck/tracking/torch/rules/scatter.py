@@ -104,12 +104,10 @@ def _accumulated(
     """The enclosure of sums of ``count`` terms added in ``fmt`` in any order, from the float64
     sums of their lower ends, upper ends and magnitudes (see the module docstring)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        relative = _gamma(count, fmt.unit_roundoff)
-        spread = up(
-            relative * total + _gamma(count + 1, _U64) * total + count * fmt.smallest_subnormal
-        )
+        relative, evaluation = _gamma(count, fmt.unit_roundoff), _gamma(count + 1, _U64)
+        spread = up(relative * total + evaluation * total + count * fmt.smallest_subnormal)
         spread = np.where(count == 0, 0.0, spread)
-        may_overflow = up(total * (1 + relative) * (1 + _gamma(count + 1, _U64))) > fmt.max_finite
+        may_overflow = up(total * (1 + relative) * (1 + evaluation)) > fmt.max_finite
         lo = np.where(may_overflow, -np.inf, down(lo - spread))
         hi = np.where(may_overflow, np.inf, up(hi + spread))
     return ew.everything_where_nan(Interval(lo, hi)).to_format(fmt)
@@ -136,6 +134,6 @@ def _embedding_dense_backward(ctx: RuleContext) -> Interval:
 
     lo = added(g.lo)
     hi = lo if g.is_point else added(g.hi)
-    total = added(g.magnitude()) if not g.is_point else added(np.abs(g.lo))
+    total = added(g.magnitude())
     count = np.bincount(rows, minlength=shape[0])[:, None].astype(np.float64)
     return _accumulated(lo, hi, total, count, ctx.fmt)
