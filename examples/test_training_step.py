@@ -2,7 +2,8 @@
 ``loss.backward()`` and an AdamW step run under ``fp.track(strict=True)``, so the loss, every
 gradient and every updated parameter carry an enclosure of what round-off allows. The same step
 in float64 is the reference: round-off, not a bug. A hand-written update with a wrong sign is
-a bug, and the verdict says so.
+a bug, and the verdict says so. So is a mixed-precision step (float16 autocast with a
+``GradScaler``) that forgets to unscale its gradients, while the correct one is round-off.
 """
 
 import copy
@@ -66,3 +67,31 @@ def test_a_wrong_update_is_a_bug_not_roundoff():
     training_step(reference, x.double(), target, update=plain_sgd)
     with pytest.raises(fp.RoundoffMismatch):
         fp.assert_roundoff_close(model[0].weight, reference[0].weight)
+
+
+def scaled_float16_step(model, x, target, unscaled=True):
+    """Mixed precision as PyTorch recommends it: float16 autocast, the loss scaled by a
+    ``GradScaler`` so that small gradients survive float16, the step taken on unscaled
+    gradients (``scaler.step``), or, with ``unscaled=False``, a bug: the optimizer stepped
+    directly, on gradients still multiplied by the scale."""
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = F.cross_entropy(model(x), target)
+    scaler.scale(loss).backward()
+    if unscaled:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+
+
+@pytest.mark.parametrize("unscaled", [True, False], ids=["correct", "scaled-gradient bug"])
+def test_a_scaled_float16_step_against_the_float64_step(unscaled):
+    model, (x, target) = make_model(), batch()
+    reference = copy.deepcopy(model).double()
+    with fp.track(strict=True):
+        scaled_float16_step(model, x, target, unscaled=unscaled)
+    training_step(reference, x.double(), target, update=plain_sgd)
+    verdict = fp.classify(model[0].weight, reference[0].weight)
+    assert verdict.kind == ("roundoff" if unscaled else "bug"), verdict

@@ -189,10 +189,13 @@ def div(a: Interval, b: Interval, fmt: Format) -> Interval:
 
 
 def sqrt(a: Interval, fmt: Format) -> Interval:
-    """Correctly rounded square root; a negative lower end may give NaN: the whole line."""
+    """Correctly rounded square root; a negative lower end may give NaN: the whole line. The
+    lower end stays at or above 0 (the root of 0 is 0, of -0 is -0, equal to 0): stepping it
+    below zero would make Adam's denominator, the root of a zero second moment, hold
+    negative numbers."""
     with np.errstate(invalid="ignore"):
         lo, hi = np.sqrt(a.lo), np.sqrt(a.hi)
-    lo = np.where(a.lo < 0, np.nan, down(lo))
+    lo = np.where(a.lo < 0, np.nan, np.maximum(down(lo), 0.0))
     return _everything_where_nan(lo, up(hi)).to_format(fmt)
 
 

@@ -493,7 +493,8 @@ def mul(
     hi: Array,
 ) -> None:
     """``kernels.elementwise._mul_bounds(step, fast32)``: the enclosure of a product of
-    broadcast intervals (the hull of the four end products)."""
+    broadcast intervals (the hull of the four end products; a zero end the factors' signs
+    decide kept at zero)."""
     x_lo, x_hi, y_lo, y_hi = _operands(lo.size, a_lo, a_hi, a_period, b_lo, b_hi, b_period)
     with np.errstate(all="ignore"):
         p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
@@ -505,5 +506,10 @@ def mul(
         )
         whole = undefined | zero_times_infinity
         low_out, high_out = (outward_step if step else outward)(low, high, fa, fast32)
+        # a product whose sign the factors' signs decide keeps a zero end at zero
+        non_negative = ((x_lo >= 0) & (y_lo >= 0)) | ((x_hi <= 0) & (y_hi <= 0))
+        non_positive = ((x_lo >= 0) & (y_hi <= 0)) | ((x_hi <= 0) & (y_lo >= 0))
+        low_out = np.where(non_negative & (low_out < 0), 0.0, low_out)
+        high_out = np.where(non_positive & (high_out > 0), 0.0, high_out)
     lo[:] = np.where(whole, -math.inf, low_out)
     hi[:] = np.where(whole, math.inf, high_out)

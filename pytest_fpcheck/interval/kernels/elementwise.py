@@ -221,7 +221,11 @@ def _product(
 ) -> tuple[float, float]:  # pragma: no cover - compiled
     """The enclosure of [x_lo, x_hi] * [y_lo, y_hi]: the hull of the four end products (also
     for a point, whose ends are equal: the same hull), stepped outward when ``step``, rounded
-    onto the format; the whole line where 0 * inf or an undefined product is possible."""
+    onto the format; the whole line where 0 * inf or an undefined product is possible. Where
+    the factors' signs decide the product's (both >= 0 or both <= 0: it is >= 0; opposite: <=
+    0), a zero end stepped outward is put back at zero: a step crossing zero would make a
+    square's or a product of magnitudes' enclosure hold negative numbers (the square root of
+    Adam's second moment NaN, its parameter the whole line)."""
     p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
     low = min(min(p1, p2), min(p3, p4))
     high = max(max(p1, p2), max(p3, p4))
@@ -232,8 +236,14 @@ def _product(
     if undefined | zero_times_infinity:
         return -math.inf, math.inf
     if step:
-        return outward_step(low, high, fa, fast32)
-    return outward(low, high, fa, fast32)
+        low, high = outward_step(low, high, fa, fast32)
+    else:
+        low, high = outward(low, high, fa, fast32)
+    if (((x_lo >= 0) & (y_lo >= 0)) | ((x_hi <= 0) & (y_hi <= 0))) & (low < 0):
+        low = 0.0
+    if (((x_lo >= 0) & (y_hi <= 0)) | ((x_hi <= 0) & (y_lo >= 0))) & (high > 0):
+        high = 0.0
+    return low, high
 
 
 @jit(cache=True, inline="always")

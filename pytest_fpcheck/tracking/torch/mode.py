@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from ...adapters import is_torch_tensor
-from ...adapters.torch import dtype_format
+from ...adapters.torch import dtype_format, internal
 from ...errors import InvalidArgument, StaleBoundsError, UnsupportedOperation
 from ...interval.bounds import Bounds, Provenance
 from ...interval.core import Interval, is_whole_line
@@ -60,6 +60,13 @@ from .decompose import decomposition_rule
 from .nan import propagate as _propagate_nan
 from .nan import whole_line_outputs as _whole_line_outputs
 from .substitutes import SUBSTITUTES
+
+#: why an operation on complex tensors is refused
+_COMPLEX = (
+    "complex tensors have no interval rules (their results are the whole line, real views of "
+    "them included); bound the real and imaginary parts as real tensors, or run this code "
+    "outside fp.track()"
+)
 
 __all__ = ["MODES", "Tracker", "record_conversion", "tensors"]
 
@@ -334,6 +341,11 @@ class Tracker(Interposer):
         """The whole line, with the gap's note, for the floating tensors in ``written``."""
         provenance = Provenance().merge(site=gap.site, widening=np.inf)
         for tensor in written:
+            if tensor.is_nested:
+                continue  # no strided storage to record; what it becomes is a gap again
+            if tensor.is_complex():
+                with internal():  # a complex result's whole line, as its real view holds it
+                    tensor = torch.view_as_real(tensor)
             if dtype_format(tensor.dtype) is None:
                 continue  # integers and booleans: the values the program observed
             shape = tuple(tensor.shape)
@@ -367,6 +379,8 @@ class Tracker(Interposer):
         inputs = tensors(call.args)
         if call.kwargs:
             inputs += tensors(call.kwargs)
+        if any(t.is_complex() for t in inputs):
+            return self._complex(call, run, schema, inputs)
         mutable = schema.mutable
         stale_notes: list[str] = []
         records = [(t, _current_record(t, call, stale_notes)) for t in inputs]
@@ -387,6 +401,8 @@ class Tracker(Interposer):
             return out  # a view: its bounds already live beside the storage
         if schema.inplace_view:
             return out  # transpose_, unsqueeze_, ...: new sizes over the same storage
+        if any(t.is_complex() for t in outputs):
+            raise UnsupportedOperation(call.name, where=call.location or None, how=_COMPLEX)
         tracked = any(r is not None and r.max_radius > 0 for _, r in records)
         floating_in = any(dtype_format(t.dtype) is not None for t in inputs)
         floating_out = any(dtype_format(t.dtype) is not None for t in outputs)
@@ -423,6 +439,22 @@ class Tracker(Interposer):
         inherited = [r for _, r in records if r is not None]
         self._record(ctx, outputs, result, inherited, mutable, summaries)
         return out
+
+    def _complex(
+        self, call: OpCall, run: Callable[[], Any], schema: Any, inputs: list[torch.Tensor]
+    ) -> Any:
+        """An operation on complex tensors: run, a view passed through (its bounds, if any,
+        live beside the storage, a complex tensor's as those of its real view), anything else
+        refused (a gap unless ``strict``: the whole line for what it produced). A complex
+        tensor's enclosure is never read as a real one's: ``abs`` of a complex view of a
+        tracked real tensor read the real parts' bounds as its own (values outside them)."""
+        out = run()
+        outputs = tensors(out)
+        if outputs and not schema.mutable and _storage_ids(outputs) <= _storage_ids(inputs):
+            return out
+        if schema.inplace_view:
+            return out
+        raise UnsupportedOperation(call.name, where=call.location or None, how=_COMPLEX)
 
     def _record(
         self,

@@ -13,6 +13,11 @@ dependence structure is over-approximated, never under.
   where, masked_fill, copies): the rule moves each operand's enclosure to where its value goes,
   whole lines included, so nothing is added (an element the operation only moves cannot turn
   NaN elsewhere).
+* **Gradient scaling** (``_amp_foreach_non_finite_check_and_unscale``, ``_amp_update_scale``):
+  their rules bound a possibly-NaN operand themselves (an unscaled whole line is the whole
+  line; ``found_inf`` is 0 or 1, never NaN, and a NaN scale's products are the whole line), so
+  nothing is added: one unbounded gradient element no longer makes every gradient and the
+  scale the whole line.
 * **Element-wise operations** (PyTorch's ``pointwise`` tag, casts): the same positions, through
   broadcasting.
 * **Reductions and operations along a dimension** (sums, means, extrema, variance, softmax,
@@ -79,6 +84,10 @@ _MOVEMENT = frozenset(
         "where",
         "masked_fill",
     )
+)
+#: the rules bound possibly-NaN operands themselves (module docstring)
+_SELF_PROPAGATING = frozenset(
+    ("aten._amp_foreach_non_finite_check_and_unscale", "aten._amp_update_scale")
 )
 #: element-wise without PyTorch's pointwise tag: casts and copies (a copy's destination is
 #: overwritten: only the source reaches it, by broadcasting)
@@ -231,7 +240,7 @@ def _dependent(ctx: RuleContext, masks: dict[int, np.ndarray], shape: tuple[int,
     """A boolean array broadcastable to ``shape``: the output elements that may depend on a
     possibly-NaN input element."""
     name = ctx.call.functional
-    if name in _MOVEMENT:
+    if name in _MOVEMENT or name in _SELF_PROPAGATING:
         return np.zeros(shape, dtype=bool)
     whole = np.ones(shape, dtype=bool)
     try:

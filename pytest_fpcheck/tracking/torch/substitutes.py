@@ -57,6 +57,39 @@ def _fused_adam_in_place(functional: str) -> Callable[..., None]:
     return step
 
 
+def _amp_unscale_in_place(
+    grads: list[torch.Tensor], found_inf: torch.Tensor, inv_scale: torch.Tensor
+) -> None:
+    """``_amp_foreach_non_finite_check_and_unscale_`` (``GradScaler.unscale_``) as its
+    functional variant, which the tracker bounds by its rule (``rules/gradient_scaling.py``),
+    copied back into the gradients and ``found_inf``: the same kernel on copies of the same
+    tensors, the same values."""
+    unscaled, found = torch.ops.aten._amp_foreach_non_finite_check_and_unscale(
+        grads, found_inf, inv_scale
+    )
+    for grad, value in zip(grads, unscaled, strict=True):
+        grad.copy_(value)
+    found_inf.copy_(found)
+
+
+def _amp_update_scale_in_place(
+    scale: torch.Tensor,
+    growth_tracker: torch.Tensor,
+    found_inf: torch.Tensor,
+    growth_factor: float,
+    backoff_factor: float,
+    growth_interval: int,
+) -> torch.Tensor:
+    """``_amp_update_scale_`` (``GradScaler.update``) as its functional variant and copies back,
+    as :func:`_amp_unscale_in_place`; returns the scale, as the in-place kernel does."""
+    new_scale, new_tracker = torch.ops.aten._amp_update_scale(
+        scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval
+    )
+    scale.copy_(new_scale)
+    growth_tracker.copy_(new_tracker)
+    return scale
+
+
 #: element-wise operations whose ``_foreach_`` forms (in place and not) run as a loop
 _FOREACH = (
     *("add", "sub", "mul", "div", "lerp", "addcmul", "addcdiv", "sqrt", "neg", "reciprocal"),
@@ -150,7 +183,8 @@ _CUDA_ATTENTION = (
 #:   cuDNN kernels) run themselves, bounded beside by ATen's math path (:mod:`.attention`):
 #:   the values of an untracked run;
 #: * ``mse_loss`` runs as its own kernel's steps, which give the same values;
-#: * the fused CPU Adam and AdamW steps run as their functional variants and copies back, and
+#: * the fused CPU Adam and AdamW steps and the gradient scaler's two kernels run as their
+#:   functional variants and copies back, and
 #:   the foreach arithmetic (``_foreach_add_``, ``_foreach_lerp_``, ``_foreach_sqrt``, ...: the
 #:   foreach optimizers, the default on CUDA, and the fused ones' step counts), the foreach
 #:   norm (``clip_grad_norm_``) and maximum (amsgrad) as a loop over its tensors, as ATen's CPU
@@ -165,6 +199,8 @@ SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten.mse_loss": _mse_loss,
     "aten._fused_adam_": _fused_adam_in_place("_fused_adam"),
     "aten._fused_adamw_": _fused_adam_in_place("_fused_adamw"),
+    "aten._amp_foreach_non_finite_check_and_unscale_": _amp_unscale_in_place,
+    "aten._amp_update_scale_": _amp_update_scale_in_place,
     **{f"aten._foreach_{name}_": _foreach(name, in_place=True) for name in _FOREACH},
     **{f"aten._foreach_{name}": _foreach(name, in_place=False) for name in _FOREACH},
     "aten._foreach_norm": _foreach_norm,

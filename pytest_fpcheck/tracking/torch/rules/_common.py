@@ -13,8 +13,10 @@ import torch
 from ....adapters.torch import internal
 from ....errors import UnsupportedOperation
 from ....formats import FORMATS, Format
-from ....interval.core import Interval
+from ....interval import elementwise as ew
+from ....interval.core import Interval, gamma
 from ....interval.registry import register_rule
+from ....interval.rounding import up
 from ..context import RuleContext
 
 __all__ = [
@@ -26,9 +28,13 @@ __all__ = [
     "dims",
     "erf64",
     "flat",
+    "lerp",
     "raise_unsupported",
+    "rounded_twice",
     "rule",
+    "same_values",
     "sigmoid64",
+    "sign_of",
     "sum_factor",
 ]
 
@@ -99,6 +105,75 @@ def sum_factor(ctx: RuleContext, accumulate: Format) -> Callable[[int], float]:
     :class:`~pytest_fpcheck.tracking.core.policy.SumBound`)."""
     u = accumulate.unit_roundoff
     return lambda n: ctx.sums.factor(n, u)
+
+
+def lerp(a: Interval, b: Interval, w: Interval, fmt: Format) -> Interval:
+    """``lerp(a, b, w)`` as ATen computes it, each step rounded outward onto ``fmt``:
+    ``a + w (b - a)`` where ``|w| < 0.5``, else ``b - (b - a)(1 - w)`` (``at::native::lerp``
+    and its vectorised form, the fused Adam step's too: the branch is chosen by the weight the
+    kernel holds, which ``w`` encloses). Where ``w``'s enclosure decides the test, that
+    formula's enclosure; where it does not, the hull of both. Deciding it matters: with
+    independent operands the second formula of Adam's ``lerp(m, g, 0.1)`` gave
+    ``g - 0.9 g``, ten times as wide as ``0.1 g`` for a gradient straddling zero."""
+    diff = ew.sub(b, a, fmt)
+    small = ew.add(a, ew.mul(w, diff, fmt, operand_bits=64), fmt)
+    one = Interval.point(np.asarray(1.0))
+    large = ew.sub(b, ew.mul(diff, ew.sub(one, w, fmt), fmt, operand_bits=64), fmt)
+    is_small = (w.lo > -0.5) & (w.hi < 0.5)
+    is_large = (w.lo >= 0.5) | (w.hi <= -0.5)
+    if np.all(is_small):
+        return small
+    if np.all(is_large):
+        return large
+    hull = small.hull(large)
+    return Interval(
+        np.where(is_small, small.lo, np.where(is_large, large.lo, hull.lo)),
+        np.where(is_small, small.hi, np.where(is_large, large.hi, hull.hi)),
+    )
+
+
+def sign_of(x: Interval) -> Array:
+    """1 where every value of ``x`` is >= 0, -1 where every one is <= 0, else 0."""
+    sign: Array = np.where(x.lo >= 0, 1, np.where(x.hi <= 0, -1, 0))
+    return sign
+
+
+def rounded_twice(exact: Interval, compute: Format, underflow: Any, sign: Array) -> Interval:
+    """An enclosure of any result of two roundings onto ``compute`` of a value in ``exact``
+    (relative gamma_2(u), plus ``underflow`` smallest subnormals absolutely, rounded outward:
+    two when both roundings act on the result, more where an intermediate's underflow is
+    scaled by a later factor), on the side of zero ``sign`` says the exact values are on (1:
+    none negative, -1: none positive, 0: either): each rounding keeps the sign of what it
+    rounds, or gives zero."""
+    radius = gamma(2, compute.unit_roundoff) * exact.magnitude() + up(
+        underflow * compute.smallest_subnormal
+    )
+    widened = ew.everything_where_nan(exact.widen(np.where(np.isinf(radius), 0.0, radius)))
+    # Adam's second moment, v + (1 - beta2) g g, must not dip below zero: its square root
+    # would be NaN and the parameter the whole line
+    lo = np.where(sign > 0, np.maximum(widened.lo, 0.0), widened.lo)
+    hi = np.where(sign < 0, np.minimum(widened.hi, 0.0), widened.hi)
+    return Interval(lo, hi).to_format(compute)
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Whether two operands are the same elements of one tensor (the same object, or views of
+    one storage at the same offset with the same sizes and strides): a product of the two is
+    then a square, ``x * x`` for one ``x``, never negative however wide x's enclosure is
+    (interval arithmetic, taking the factors as independent, would give ``lo * hi < 0`` for an
+    enclosure straddling zero)."""
+    if a is b:
+        return isinstance(a, torch.Tensor)
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return False
+    return (
+        a.dtype == b.dtype
+        and a.device == b.device
+        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        and a.storage_offset() == b.storage_offset()
+        and a.shape == b.shape
+        and a.stride() == b.stride()
+    )
 
 
 def raise_unsupported(ctx: RuleContext, what: str) -> NoReturn:

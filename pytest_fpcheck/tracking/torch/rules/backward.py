@@ -35,8 +35,7 @@ from ....interval import elementwise as ew
 from ....interval.core import Interval, gamma
 from ....interval.rounding import down, up
 from ..context import RuleContext
-from ._common import F64, Array, erf64, rule
-from .optimizer import _rounded_twice
+from ._common import F64, Array, erf64, rounded_twice, rule, sign_of
 
 __all__: list[str] = []
 
@@ -51,14 +50,16 @@ def _sigmoid_backward(ctx: RuleContext) -> Interval:
     exact = ew.mul(ew.mul(g, complement, F64, operand_bits=64), y, F64, operand_bits=64)
     # the first product's underflow is scaled by the third factor, whichever it is
     largest = np.maximum(np.maximum(g.magnitude(), complement.magnitude()), y.magnitude())
-    return _rounded_twice(exact, narrow, 2.0 + largest)
+    sign = sign_of(g) * sign_of(complement) * sign_of(y)
+    return rounded_twice(exact, narrow, 2.0 + largest, sign)
 
 
 @rule("aten.tanh_backward")
 def _tanh_backward(ctx: RuleContext) -> Interval:
     compute = ctx.fmt
     g, y = ctx.operand(ctx.args[0], compute), ctx.operand(ctx.args[1], compute)
-    square = ew.mul(y, y, compute, operand_bits=64)
+    size = ew.absolute(y)  # y y is a square: never negative
+    square = ew.mul(size, size, compute, operand_bits=64)
     return ew.mul(g, ew.sub(_ONE, square, compute), compute, operand_bits=64).to_format(ctx.fmt)
 
 

@@ -32,6 +32,7 @@ from ._common import (
     erf64,
     raise_unsupported,
     rule,
+    same_values,
     sigmoid64,
 )
 
@@ -114,8 +115,20 @@ def _mul(ctx: RuleContext) -> Interval:
     the in-place ``mul_.Scalar``, which ATen runs as ``mul_out(self, number, self)`` with the
     number first, so that the kernel converts it to the tensor's format before the product:
     measured bit for bit, ``tests/tracking/test_wrapped_numbers.py``) onto the tensor's
-    format, which encloses either conversion."""
+    format, which encloses either conversion. A tensor times itself (:func:`._common.same_values`)
+    is a square: |x| times |x|, which the kernel's rounding maps to the same numbers, never
+    negative."""
     a, b = ctx.arg(0, "self"), ctx.arg(1, "other")
+    if same_values(a, b):
+        # a square: |x| |x| rounds to the same numbers as x x, and is never negative
+        size = ew.absolute(ctx.operand(a))
+        return ew.mul(
+            size,
+            size,
+            ctx.fmt,
+            operand_bits=ctx.operand_bits(a),
+            nearest=_nearest(ctx, a),
+        )
     in_float32 = ctx.device.type == "cpu" and ctx.call.name != "aten.mul_.Scalar"
     if in_float32 and (_is_number(a) or _is_number(b)):
         bits = max(ctx.operand_bits(a, b), ctx.compute.precision)
@@ -169,6 +182,13 @@ def _div(ctx: RuleContext) -> Interval:
     if mode is not None:
         integral = np.trunc if mode == "trunc" else np.floor
         quotient = Interval(integral(quotient.lo), integral(quotient.hi))
+        # an infinite quotient's floor or trunc is NaN in ATen's kernels (they take
+        # fmod(a, b) of an infinite a): the whole line where the quotient may be infinite
+        infinite = np.isinf(quotient.lo) | np.isinf(quotient.hi)
+        if np.any(infinite):
+            quotient = Interval(
+                np.where(infinite, -np.inf, quotient.lo), np.where(infinite, np.inf, quotient.hi)
+            )
     return quotient.to_format(ctx.fmt)
 
 
@@ -205,7 +225,16 @@ def _narrow_units(ctx: RuleContext) -> float:
     return ctx.fmt.unit_roundoff if ctx.fmt.precision < ctx.compute.precision else 0.0
 
 
-def _library(name: str, function: Callable[[Array], Array], *, increasing: bool = True) -> None:
+def _library(
+    name: str,
+    function: Callable[[Array], Array],
+    *,
+    increasing: bool = True,
+    register: bool = True,
+) -> Callable[[RuleContext], Interval]:
+    """The rule of a monotone library function (registered as ``aten.<name>`` unless
+    ``register`` is False)."""
+
     def rule(ctx: RuleContext) -> Interval:
         return ew.library_function(
             function,
@@ -218,7 +247,9 @@ def _library(name: str, function: Callable[[Array], Array], *, increasing: bool 
             relative=_NARROW_INTERMEDIATES.get(name, 0.0) * _narrow_units(ctx),
         )
 
-    register_rule(f"aten.{name}", rule)
+    if register:
+        register_rule(f"aten.{name}", rule)
+    return rule
 
 
 ew.ULP_ERRORS.setdefault("sigmoid", 4.0)  # exp (2) + add and reciprocal (1/2 each), rounded up
@@ -231,7 +262,14 @@ _library("log1p", np.log1p)
 _library("tanh", np.tanh)
 _library("erf", erf64)
 _library("sigmoid", sigmoid64)
-_library("rsqrt", lambda x: 1.0 / np.sqrt(x), increasing=False)
+_rsqrt_library = _library("rsqrt", lambda x: 1.0 / np.sqrt(x), increasing=False, register=False)
+
+
+@rule("aten.rsqrt")
+def _rsqrt(ctx: RuleContext) -> Interval:
+    """The library function's enclosure, with -inf where the operand may be zero (1 / sqrt(-0.0)
+    is -inf: :func:`_negative_zero`)."""
+    return _negative_zero(ctx.operand(ctx.args[0]), _rsqrt_library(ctx))
 
 
 @rule("aten.pow")
@@ -266,7 +304,51 @@ def _pow(ctx: RuleContext) -> Interval:
         return result if ctx.fmt.name == ctx.compute.name else result.to_format(ctx.fmt)
     if p == 0.5:
         return ew.sqrt(a, ctx.fmt)
-    return _real_power(ctx, a, p)
+    if p < 0 and p.is_integer():
+        return _negative_integer_power(ctx, a, int(p))
+    result = _real_power(ctx, a, p)
+    return _negative_zero(a, result) if p == -0.5 else result
+
+
+def _negative_zero(a: Interval, result: Interval) -> Interval:
+    """``rsqrt`` (and ``pow(x, -0.5)``, which ATen runs as rsqrt) of -0.0 is 1 / -0.0 = -inf:
+    where the operand's enclosure holds zero, the lower end is -inf (an enclosure does not
+    tell -0.0 from +0.0)."""
+    zero = (a.lo <= 0) & (a.hi >= 0)
+    if not np.any(zero):
+        return result
+    return Interval(np.where(zero, -np.inf, result.lo), np.broadcast_to(result.hi, a.shape))
+
+
+_ONE = Interval.point(np.asarray(1.0))
+
+
+def _negative_integer_power(ctx: RuleContext, a: Interval, p: int) -> Interval:
+    """x**p for an integer p < 0. ATen computes ``1 / x`` (p = -1, float32, float64, bfloat16)
+    and ``1 / (x * x)`` with each step rounded to the tensor's format (p = -2: bfloat16's
+    square rounded to bfloat16 before its reciprocal, up to 1.5 ULPs from the exact power),
+    else std::pow (float16 always); the enclosure is the hull of the library function's and
+    those steps' (each rounded outward onto the format), so any of them holds. The power of
+    |x|, then the sign: an even power is that of |x| (so a negative base is no longer the
+    whole line); an odd one takes x's sign, and where x's enclosure holds zero (1 / -0.0 is
+    -inf, 1 / +0.0 is +inf) the whole line."""
+    size = ew.absolute(a)
+    result = _real_power(ctx, size, float(p))
+    if p == -2:
+        square = ew.mul(size, size, ctx.fmt, operand_bits=ctx.operand_bits(ctx.args[0]))
+        # a square that may underflow to +0 has the reciprocal +inf, never a negative number
+        zero = square.lo <= 0
+        reciprocal = ew.div(
+            _ONE, Interval(np.where(zero, square.hi, square.lo), square.hi), ctx.fmt
+        )
+        result = result.hull(Interval(reciprocal.lo, np.where(zero, np.inf, reciprocal.hi)))
+    if p % 2 == 0:
+        return result
+    if p == -1:
+        result = result.hull(ew.div(_ONE, size, ctx.fmt))
+    lo = np.where(a.lo > 0, result.lo, np.where(a.hi < 0, -result.hi, -np.inf))
+    hi = np.where(a.lo > 0, result.hi, np.where(a.hi < 0, -result.lo, np.inf))
+    return Interval(lo, hi)
 
 
 def _real_power(ctx: RuleContext, a: Interval, p: float) -> Interval:

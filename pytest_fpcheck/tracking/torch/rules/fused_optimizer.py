@@ -33,7 +33,8 @@ Other devices' kernels order their arithmetic differently and are refused.
 Each step is interval arithmetic with every intermediate rounded outward onto opmath, which
 encloses the kernel's value whether or not the compiler fuses a product into the following sum
 (the vectorised lerp is an explicit fused multiply-add; a fused result is the rounding of an
-exact value the unfused enclosure already holds); the lerp is the hull of both formulas. The
+exact value the unfused enclosure already holds); the lerp is the formula its constant weight
+selects (both paths test ``|w| < 0.5``, :func:`._common.lerp`). The
 square ``((1 - beta2) g) g`` is taken as ``((1 - beta2) |g|) |g|``, which rounds to the same
 numbers and keeps the enclosure of a gradient straddling zero non-negative. The results are
 rounded outward onto the tensors' formats (RENDER section III-B-1).
@@ -51,7 +52,7 @@ from ....formats import FORMATS, Format
 from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ..context import RuleContext
-from ._common import F64, raise_unsupported, rule
+from ._common import F64, lerp, raise_unsupported, rule
 
 __all__: list[str] = []
 
@@ -115,14 +116,6 @@ class _Constants:
             self.shrink = _to_opmath(ew.sub(_ONE, product, F64), opmath)
 
 
-def _lerp(m: Interval, g: Interval, w: Interval, f: Format) -> Interval:
-    """lerp(m, g, w) in ``f``: the hull of ATen's two formulas (module docstring)."""
-    diff = ew.sub(g, m, f)
-    low = ew.add(m, ew.mul(w, diff, f), f)
-    high = ew.sub(g, ew.mul(diff, ew.sub(_ONE, w, f), f), f)
-    return low.hull(high)
-
-
 def _step(
     ctx: RuleContext,
     index: int,
@@ -151,7 +144,7 @@ def _step(
         g = ew.add(g, ew.mul(p, constants.decay, opmath), opmath)
     if constants.shrink is not None:
         p = ew.mul(p, constants.shrink, opmath)
-    m = _lerp(ctx.interval(ctx.args[2][index]), g, constants.lerp_weight, opmath)
+    m = lerp(ctx.interval(ctx.args[2][index]), g, constants.lerp_weight, opmath)
     size = ew.absolute(g)
     square = ew.mul(ew.mul(constants.square_weight, size, opmath), size, opmath)
     v = ew.add(ew.mul(ctx.interval(ctx.args[3][index]), constants.beta2, opmath), square, opmath)

@@ -215,19 +215,40 @@ for _name in (
 
 @rule("aten.nan_to_num")
 def _nan_to_num(ctx: RuleContext) -> Interval:
-    """Monotone on the extended reals (-inf and +inf map to neginf and posinf); an element that
-    may be NaN (the whole line) also takes the ``nan`` replacement, so its hull is kept."""
-    lows_highs: Interval | None = _monotone(ctx)[0]
-    assert lows_highs is not None
+    """Finite values unchanged, +inf and -inf replaced by ``posinf`` and ``neginf`` (the
+    format's largest finite numbers by default), NaN by ``nan`` (0 by default), each
+    replacement converted to the tensor's format (rounded to nearest). Not monotone when a
+    replacement lies inside the finite range (``posinf=1e4``: an enclosure [3.4e38, inf] maps
+    to {3.4e38, 1e4}), so each element's enclosure is the hull of its finite part and the
+    replacements its ends allow: ``posinf`` where it reaches +inf, ``neginf`` where -inf,
+    ``nan`` where it is the whole line ("may be NaN")."""
     a = ctx.interval(ctx.args[0])
-    maybe_nan = np.isneginf(a.lo) & np.isposinf(a.hi)
-    if not maybe_nan.any():
-        return lows_highs
-    replacement = float(ctx.arg(1, "nan", 0.0) or 0.0)
-    return Interval(
-        np.where(maybe_nan, np.minimum(lows_highs.lo, replacement), lows_highs.lo),
-        np.where(maybe_nan, np.maximum(lows_highs.hi, replacement), lows_highs.hi),
-    ).to_format(ctx.fmt)
+    fmt = ctx.fmt
+    top = fmt.max_finite
+
+    def replacement(index: int, name: str, default: float) -> float:
+        value = ctx.arg(index, name, None)
+        number = default if value is None else float(value)
+        return float(F.round_to(np.asarray(number), fmt))
+
+    nan, posinf, neginf = (
+        replacement(1, "nan", 0.0),
+        replacement(2, "posinf", top),
+        replacement(3, "neginf", -top),
+    )
+    lo, hi = np.broadcast_arrays(a.lo, a.hi)
+    finite = (lo <= top) & (hi >= -top)  # some finite value in the enclosure
+    low = np.where(finite, np.maximum(lo, -top), np.inf)
+    high = np.where(finite, np.minimum(hi, top), -np.inf)
+    reaches_up, reaches_down = np.isposinf(hi), np.isneginf(lo)
+    low = np.where(reaches_up, np.minimum(low, posinf), low)
+    high = np.where(reaches_up, np.maximum(high, posinf), high)
+    low = np.where(reaches_down, np.minimum(low, neginf), low)
+    high = np.where(reaches_down, np.maximum(high, neginf), high)
+    maybe_nan = reaches_up & reaches_down
+    low = np.where(maybe_nan, np.minimum(low, nan), low)
+    high = np.where(maybe_nan, np.maximum(high, nan), high)
+    return Interval(low, high)
 
 
 @rule("aten.where")

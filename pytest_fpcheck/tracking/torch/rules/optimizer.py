@@ -8,8 +8,8 @@ Each is bounded so that neither the order of its products nor a fused multiply-a
   ATen's two formulas, in the compute format): each formula is evaluated as interval arithmetic
   rounded outward onto the compute format after every step, which encloses the kernel's value
   whether or not it fuses the product into the sum (a fused result is the rounding of an exact
-  value the unfused enclosure already holds); the bound is the hull of both formulas, so the
-  branch taken does not matter either.
+  value the unfused enclosure already holds); the formula the weight's enclosure selects, the
+  hull of both where it does not decide (:func:`._common.lerp`).
 * **addcmul / addcdiv** (``self + value * t1 * t2``, ``self + value * t1 / t2``): the exact
   product or quotient of the three operands is enclosed in float64, widened by two roundings in
   the compute format in any order (gamma_2(u) relative; Higham, *Accuracy and Stability*,
@@ -20,7 +20,12 @@ Each is bounded so that neither the order of its products nor a fused multiply-a
   rounding onto the compute format and rounded to the result format. Where either
   intermediate (``value t1``, or ``t1 op t2``) may overflow the compute format, the element is
   the whole line: an intermediate's overflow does not depend on the whole's, and the order
-  differs between devices (CUDA multiplies ``t1 op t2`` first).
+  differs between devices (CUDA multiplies ``t1 op t2`` first). Adam's second moment,
+  ``addcmul(v, g, g)``, multiplies a gradient by itself (:func:`._common.same_values`): both
+  factors are then taken as |g|, which the roundings map to the same numbers in either order,
+  so the square is never negative (independent factors straddling zero gave ``g_lo g_hi < 0``,
+  a negative second moment, its square root NaN and every parameter the step touched the
+  whole line).
 """
 
 from __future__ import annotations
@@ -29,26 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from ....formats import Format
 from ....interval import elementwise as ew
-from ....interval.core import Interval, gamma
+from ....interval.core import Interval
 from ....interval.rounding import up
 from ..context import RuleContext
-from ._common import F64, rule
+from ._common import F64, lerp, rounded_twice, rule, same_values, sign_of
 
 __all__: list[str] = []
-
-
-def _rounded_twice(exact: Interval, compute: Format, underflow: Any = 2.0) -> Interval:
-    """An enclosure of any result of two roundings onto ``compute`` of a value in ``exact``
-    (relative gamma_2(u), plus ``underflow`` smallest subnormals absolutely, rounded outward:
-    two when both roundings act on the result, more where an intermediate's underflow is
-    scaled by a later factor)."""
-    radius = gamma(2, compute.unit_roundoff) * exact.magnitude() + up(
-        underflow * compute.smallest_subnormal
-    )
-    widened = exact.widen(np.where(np.isinf(radius), 0.0, radius))
-    return ew.everything_where_nan(widened).to_format(compute)
 
 
 @rule("aten.lerp")
@@ -56,12 +48,7 @@ def _lerp(ctx: RuleContext) -> Interval:
     start, end, weight = ctx.arg(0, "self"), ctx.arg(1, "end"), ctx.arg(2, "weight")
     fmt = ctx.compute
     a, b, w = ctx.operand(start, fmt), ctx.operand(end, fmt), ctx.operand(weight, fmt)
-    diff = ew.sub(b, a, fmt)
-    low_weight = ew.add(a, ew.mul(w, diff, fmt, operand_bits=64), fmt)
-    one = Interval.point(np.asarray(1.0))
-    complement = ew.sub(one, w, fmt)
-    high_weight = ew.sub(b, ew.mul(diff, complement, fmt, operand_bits=64), fmt)
-    return low_weight.hull(high_weight).to_format(ctx.fmt)
+    return lerp(a, b, w, fmt).to_format(ctx.fmt)
 
 
 def _product(ctx: RuleContext, divide: bool) -> Interval:
@@ -69,6 +56,8 @@ def _product(ctx: RuleContext, divide: bool) -> Interval:
     value: Any = ctx.arg(3, "value", 1)
     fmt = ctx.compute
     t1, t2 = ctx.operand(first, fmt), ctx.operand(second, fmt)
+    if not divide and same_values(first, second):  # a square (module docstring)
+        t1 = t2 = ew.absolute(t1)
     v = ctx.operand(value, fmt)
     scaled = ew.mul(v, t1, F64, operand_bits=64)
     exact = ew.div(scaled, t2, F64) if divide else ew.mul(scaled, t2, F64, operand_bits=64)
@@ -81,7 +70,8 @@ def _product(ctx: RuleContext, divide: bool) -> Interval:
         else:
             later = t2.magnitude()
         underflow = up(2.0 + v.magnitude() + later)
-    rounded = _rounded_twice(exact, fmt, underflow)
+    # the sign of the exact product or quotient, where the operands' signs decide it
+    rounded = rounded_twice(exact, fmt, underflow, sign_of(v) * sign_of(t1) * sign_of(t2))
     # either intermediate, value t1 or t1 op t2, may overflow where the whole does not: CUDA
     # computes value (t1 op t2), the CPU (value t1) op t2 (an H100 returned inf for
     # 0.3 * (1.35 * 3.4e38); found by the CUDA soundness campaign, docs/gpu.md)
