@@ -195,7 +195,7 @@ def assert_holds_computed(result: torch.Tensor) -> None:
     """Each computed value lies in its enclosure (a NaN only where it is the whole line)."""
     bounds = fp.bounds_of(result)
     assert bounds is not None
-    value = result.double().numpy()
+    value = result.detach().double().numpy()
     whole = np.isneginf(bounds.lo) & np.isposinf(bounds.hi)
     inside = (bounds.lo <= value) & (value <= bounds.hi)
     bad = ~(inside | (np.isnan(value) & whole))
@@ -258,3 +258,58 @@ def test_an_integral_division_of_an_infinity(mode: str) -> None:
     with fp.track(strict=True):
         result = torch.div(torch.tensor([1.0, 1e39, -1e39]) * 1.0, 0.3, rounding_mode=mode)
     assert_holds_computed(result)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_a_batch_norm_on_inputs_without_gradient(dtype: torch.dtype) -> None:
+    """The first layer of a tabular network: ``native_batch_norm_backward`` with the output
+    mask [False, True, True] returns (None, grad_weight, grad_bias) while its decomposition
+    returns all three; paired by order of their tensors, the weight's gradient was checked
+    against the input's and the operation refused."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1)).to(dtype)
+    x = torch.randn(16, 4).to(dtype)
+    with fp.track(strict=True):
+        model(x).float().square().mean().backward()
+    for parameter in model[0].parameters():
+        bounds = fp.bounds_of(parameter.grad)
+        assert bounds is not None
+        assert bounds.contains(parameter.grad).all()
+        assert np.isfinite(bounds.lo).all()
+        assert np.isfinite(bounds.hi).all()
+
+
+def test_a_write_through_data_outside_tracking_is_not_read_as_tracked() -> None:
+    """``p.data.mul_(10)`` moves no version counter: the old bounds were returned, and a later
+    tracked step computed with them (values outside their enclosures)."""
+    x = torch.tensor([1.0, 2.0])
+    with fp.track():
+        p = x * 1.1
+    p.data.mul_(10)
+    with pytest.raises(fp.StaleBoundsError, match=r"\.data"):
+        fp.bounds_of(p)
+    with fp.track():
+        q = p + 1
+    assert_holds_computed(q)
+
+
+def test_a_manual_update_through_data_between_tracked_steps() -> None:
+    """Step 1 tracked, step 2 an untracked ``p.data.add_`` (the classic manual update), step 3
+    tracked: its loss and gradients lay outside their enclosures."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    x, y = torch.randn(16, 8), torch.randn(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fp.track():  # the parameters get enclosures
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-0.5)
+            p.grad = None
+    with fp.track(strict=True):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+    assert_holds_computed(loss)
+    for p in model.parameters():
+        assert_holds_computed(p.grad)

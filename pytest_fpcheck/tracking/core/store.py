@@ -70,6 +70,9 @@ class Record:
     #: written by an in-place operation, whose version bump PyTorch applies after the Python
     #: dispatch layer returns: the next read accepts exactly one increment
     pending: bool = False
+    #: the store's epoch in which every element was last written or checked against the
+    #: tensor's values (:meth:`BoundsStore.record_of`)
+    epoch: int = -1
 
 
 def version_of(t: torch.Tensor) -> int:
@@ -195,6 +198,13 @@ class BoundsStore:
         self._lock = threading.Lock()
         self._writes = 0
         self._fresh_bytes = 0
+        #: advanced as a tracked block opens and closes (:meth:`new_epoch`)
+        self.epoch = 0
+
+    def new_epoch(self) -> None:
+        """Begin an epoch (a tracked block opens or closes): each record is checked against
+        its tensor's values at its first read in the new epoch."""
+        self.epoch += 1
 
     def record_of(self, t: torch.Tensor) -> Record | None:
         """The record of ``t``'s storage, or None if tracking never wrote it.
@@ -216,6 +226,19 @@ class BoundsStore:
                 "outside tracking; its bounds no longer hold. Recompute it inside fp.track(), "
                 "or make the in-place change inside the tracked region."
             )
+        if record.epoch != self.epoch:
+            # a write through ``.data`` or ``.numpy()`` moves no version counter: the first
+            # read after a tracked block opened or closed checks the values themselves
+            if not _holds(record, t):
+                raise StaleBoundsError(
+                    f"a tensor of shape {tuple(t.shape)} and dtype {t.dtype} was modified "
+                    "outside tracking after its bounds were recorded, without a version change "
+                    "(through .data, .numpy() or other shared memory); its bounds no longer "
+                    "hold. Recompute it inside fp.track(), or modify it inside the tracked "
+                    "region."
+                )
+            if t.numel() == record.lo.size:  # every element checked
+                record.epoch = self.epoch
         return record
 
     def forget(self, t: torch.Tensor) -> None:
@@ -300,12 +323,15 @@ class BoundsStore:
         else:
             lo = np.broadcast_to(interval.lo, shape)
             hi = lo if interval.is_point else np.broadcast_to(interval.hi, shape)
-            if record is None:
+            if record is None:  # the other elements: the storage's values, read now
                 values = _storage_values(t)
                 record = Record(values, values, version, fmt, provenance, mode, notes)
+                record.epoch = self.epoch
             self._write_strided(record, t, lo, hi, interval.is_point)
         record.version = version
         record.pending = in_place
+        if whole_line or whole or covers:  # every element written in this epoch
+            record.epoch = self.epoch
         if whole_line:
             record.max_radius, record.unbounded = math.inf, True
         elif summarised is not None and (whole or covers):  # the record holds interval alone

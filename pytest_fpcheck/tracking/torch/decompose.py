@@ -744,6 +744,23 @@ def _by_decomposition(
     return rule
 
 
+def _paired(out: Any, replica: Any) -> list[tuple[torch.Tensor, Any]]:
+    """The kernel's result tensors, each with the decomposition's result in its position: a
+    kernel may return None where its output mask says so (``native_batch_norm_backward`` of
+    an input that needs no gradient returns (None, grad_weight, grad_bias)) while the
+    decomposition computes every result, so tuples are paired by position, not by order of
+    their tensors (which gave the weight's gradient the input's)."""
+    positional = (
+        isinstance(out, (tuple, list))
+        and isinstance(replica, (tuple, list))
+        and len(out) == len(replica)
+        and all(t is None or isinstance(t, torch.Tensor) for t in out)
+    )
+    if positional:
+        return [(r, c) for r, c in zip(out, replica, strict=True) if r is not None]
+    return list(zip(_tensors(out), _tensors(replica), strict=False))
+
+
 def _replica_bounds(
     ctx: RuleContext,
     call: OpCall,
@@ -760,7 +777,9 @@ def _replica_bounds(
         kwargs = {k: _widened(v) for k, v in call.kwargs.items()} if widen else call.kwargs
         replica = decomposition(*args, **kwargs)
     results: list[Interval | None] = []
-    for real, copy in zip(ctx.outputs, _tensors(replica), strict=False):
+    for real, copy in _paired(ctx.out, replica):
+        if not isinstance(copy, torch.Tensor):
+            return None
         if dtype_format(real.dtype) is None or real.numel() == 0:
             results.append(None)
             continue

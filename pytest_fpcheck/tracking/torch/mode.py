@@ -200,6 +200,7 @@ class Tracker(Interposer):
     def __enter__(self) -> Tracker:
         if self._depth == 0:
             self.gaps = {}
+            STORE.new_epoch()
         self._depth += 1
         try:
             return self._enter()
@@ -225,6 +226,7 @@ class Tracker(Interposer):
         finally:
             self._depth -= 1
             if self._depth == 0:
+                STORE.new_epoch()  # what happens to the tensors next, tracking does not see
                 _gaps.hand_over(self.gaps.values())
 
     def handle(self, call: OpCall, run: Callable[[], Any]) -> Any:
