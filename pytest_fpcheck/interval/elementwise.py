@@ -172,7 +172,10 @@ def _has_infinity(a: Interval) -> Bool:
 
 
 def div(a: Interval, b: Interval, fmt: Format) -> Interval:
-    """a / b; a divisor interval containing zero (of either sign) gives [-inf, +inf]."""
+    """a / b; a divisor interval containing zero (of either sign) gives [-inf, +inf]. Where
+    the operands' signs decide the quotient's, a zero end stays at zero (0 / b is exactly 0,
+    an underflowing quotient keeps its sign): stepped below zero, the root of Adam's
+    bias-corrected second moment (NAdam's ``v / bc2``) was NaN for a zero gradient."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
         if b.is_point:
             q1, q2 = a.lo / b.lo, a.hi / b.lo
@@ -182,8 +185,12 @@ def div(a: Interval, b: Interval, fmt: Format) -> Interval:
             lo = np.minimum(np.minimum(q[0], q[1]), np.minimum(q[2], q[3]))
             hi = np.maximum(np.maximum(q[0], q[1]), np.maximum(q[2], q[3]))
         zero_divisor = (b.lo <= 0) & (b.hi >= 0)
-        lo = np.where(zero_divisor, -np.inf, down(lo))
-        hi = np.where(zero_divisor, np.inf, up(hi))
+        non_negative = ((a.lo >= 0) & (b.lo > 0)) | ((a.hi <= 0) & (b.hi < 0))
+        non_positive = ((a.lo >= 0) & (b.hi < 0)) | ((a.hi <= 0) & (b.lo > 0))
+        lo = np.where(
+            zero_divisor, -np.inf, np.where(non_negative, np.maximum(down(lo), 0.0), down(lo))
+        )
+        hi = np.where(zero_divisor, np.inf, np.where(non_positive, np.minimum(up(hi), 0.0), up(hi)))
     infinity_over_infinity = _has_infinity(a) & _has_infinity(b)
     return _everything_where_nan(lo, hi, infinity_over_infinity).to_format(fmt)
 

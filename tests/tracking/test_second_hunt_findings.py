@@ -110,13 +110,18 @@ def test_a_square_is_never_negative(dtype: torch.dtype) -> None:
 
 def test_a_product_of_magnitudes_and_a_square_root_of_zero_stay_at_or_above_zero() -> None:
     """A float64 product of two non-negative enclosures was stepped below zero where it is
-    zero, and so was the square root of 0."""
+    zero, and so were the square root of 0 and a zero quotient (NaN roots after them)."""
     with fp.track(strict=True):
         a = torch.tensor([0.0, 1e-200, 2.0], dtype=torch.float64) * 1.0
         b = torch.tensor([0.0, 1e-200, 3.0], dtype=torch.float64).abs() * 1.5
         product = a.abs() * b
         root = torch.sqrt(torch.zeros(3, dtype=torch.float64) * 1.0)
-    for result in (product, root):
+        quotient = torch.tensor([0.0, 1e-300, 1.0], dtype=torch.float64) * 1.0 / 1e10
+        negative = -(torch.tensor([0.0, 1e-300, 1.0]) * 1.0) / 3.0
+    negative_bounds = fp.bounds_of(negative)
+    assert negative_bounds is not None
+    assert (negative_bounds.hi <= 0).all(), negative_bounds.hi
+    for result in (product, root, quotient):
         bounds = fp.bounds_of(result)
         assert bounds is not None
         assert (bounds.lo >= 0).all(), bounds.lo
@@ -129,6 +134,7 @@ OPTIMIZERS = {
     "AdamW-fused": lambda p: torch.optim.AdamW(p, lr=0.1, fused=True),
     "RMSprop": lambda p: torch.optim.RMSprop(p, lr=0.1),
     "Adagrad": lambda p: torch.optim.Adagrad(p, lr=0.1),
+    "NAdam": lambda p: torch.optim.NAdam(p, lr=0.1, foreach=False),
 }
 
 
