@@ -58,7 +58,7 @@ __all__ = [
 #: and double), SLEEF's u10 functions used by PyTorch's vectorized CPU kernels (1.0 ULP), and
 #: the CUDA C Programming Guide, appendix "Mathematical Functions" (single precision: expf 2,
 #: exp2f 2, expm1f 1, logf 1, log2f 1, log1pf 1, tanhf 2, erff 2, rsqrtf 2, sinf/cosf 2,
-#: powf 4). Edit it (``pytest_fpcheck.interval.ULP_ERRORS[name] = k``) for other libraries.
+#: powf 4, log10f 2, sinhf 3, coshf 2, asinhf 3). Edit it (``pytest_fpcheck.interval.ULP_ERRORS[name] = k``) for other libraries.
 #: Some implementations are accurate in absolute, not relative, terms: :data:`ABSOLUTE_ERRORS`.
 ULP_ERRORS: dict[str, float] = {
     "exp": 2.0,
@@ -73,6 +73,10 @@ ULP_ERRORS: dict[str, float] = {
     "sin": 2.0,
     "cos": 2.0,
     "pow": 4.0,
+    "log10": 2.0,
+    "sinh": 3.0,
+    "cosh": 2.0,
+    "asinh": 3.0,
 }
 
 #: Absolute error allowances added to the ULP error, as (multiple of the evaluating format's

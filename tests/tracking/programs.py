@@ -55,6 +55,11 @@ UNARY = [
     "erfinv",
     "logit",
     "pow_scalar",
+    "sinh",
+    "cosh",
+    "asinh",
+    "log10",
+    "inverse_square",
 ]
 #: "iadd" and the like: the in-place variant (``x += y``) of the same operation
 BINARY = ["add", "sub", "mul", "div", "maximum", "where", "iadd", "isub", "imul", "idiv"]
@@ -210,6 +215,11 @@ def run_torch(program: Program, *, float64: bool = False, device: str = "cpu") -
                 "erfinv": lambda v: torch.erfinv(v.clamp(-0.875, 0.875)),
                 "logit": lambda v: torch.logit(v.abs().clamp(0.0625, 0.9375)),
                 "pow_scalar": lambda v: 1.5 ** v.clamp(-64, 64),
+                "sinh": torch.sinh,
+                "cosh": torch.cosh,
+                "asinh": torch.asinh,
+                "log10": lambda v: torch.log10(v.abs()),
+                "inverse_square": lambda v: v.pow(-2),
             }[op](x)
         elif kind == "binary":
             x = {
@@ -313,6 +323,13 @@ def _expm1(v):
     if abs(v) > 100_000:
         raise Undefined("expm1 of a huge argument")
     return mpmath.expm1(v)
+
+
+def _hyperbolic(function, v):
+    """sinh or cosh, declining huge arguments as :func:`_exp` does."""
+    if abs(v) > 100_000:
+        raise Undefined("a hyperbolic function of a huge argument")
+    return function(v)
 
 
 def _log(v):
@@ -470,6 +487,11 @@ def _run_exact(program: Program) -> np.ndarray:
                 "erfinv": lambda v: mpmath.erfinv(_clamp(v, 0.875)),
                 "logit": lambda v: _logit(min(max(abs(v), mpmath.mpf(0.0625)), mpmath.mpf(0.9375))),
                 "pow_scalar": lambda v: mpmath.mpf(1.5) ** _clamp(v, 64),
+                "sinh": lambda v: _hyperbolic(mpmath.sinh, v),
+                "cosh": lambda v: _hyperbolic(mpmath.cosh, v),
+                "asinh": mpmath.asinh,
+                "log10": lambda v: _log(abs(v)) / mpmath.log(10),
+                "inverse_square": lambda v: _div(1, v * v),
             }[op]
             x = _map(function, x)
         elif kind == "binary":

@@ -231,11 +231,12 @@ class BoundsStore:
             # read after a tracked block opened or closed checks the values themselves
             if not _holds(record, t):
                 raise StaleBoundsError(
-                    f"a tensor of shape {tuple(t.shape)} and dtype {t.dtype} was modified "
-                    "outside tracking after its bounds were recorded, without a version change "
-                    "(through .data, .numpy() or other shared memory); its bounds no longer "
-                    "hold. Recompute it inside fp.track(), or modify it inside the tracked "
-                    "region."
+                    f"a tensor of shape {tuple(t.shape)} and dtype {t.dtype} holds values "
+                    "outside the bounds recorded for it: it was modified outside tracking "
+                    "without a version change (through .data, .numpy() or other shared "
+                    "memory), and its bounds no longer hold. Recompute it inside fp.track(), "
+                    "or modify it inside the tracked region. (If nothing wrote it, the bounds "
+                    "themselves were wrong: please report it, with the operation that made it.)"
                 )
             if t.numel() == record.lo.size:  # every element checked
                 record.epoch = self.epoch

@@ -262,6 +262,37 @@ _library("log1p", np.log1p)
 _library("tanh", np.tanh)
 _library("erf", erf64)
 _library("sigmoid", sigmoid64)
+_library("log10", np.log10)
+_library("asinh", np.arcsinh)
+_sinh_library = _library("sinh", np.sinh, register=False)
+
+
+def _exp_overflow(ctx: RuleContext) -> float:
+    """Where |x| passes this, a hyperbolic function's exp(|x|) may overflow the compute format
+    (bfloat16's ``sinh(89)`` is inf, its exact value 2.2e38 finite): one below the logarithm of
+    its largest number, for whatever scaling the library applies."""
+    return math.log(ctx.compute.max_finite) - 1.0
+
+
+@rule("aten.sinh")
+def _sinh(ctx: RuleContext) -> Interval:
+    """The library function's enclosure, an end beyond :func:`_exp_overflow` infinite."""
+    a, result = ctx.operand(ctx.args[0]), _sinh_library(ctx)
+    limit = _exp_overflow(ctx)
+    return Interval(
+        np.where(a.lo < -limit, -np.inf, result.lo), np.where(a.hi > limit, np.inf, result.hi)
+    )
+
+
+@rule("aten.cosh")
+def _cosh(ctx: RuleContext) -> Interval:
+    """cosh is even and increases in |x|: the library function's enclosure over |x|'s, the
+    upper end infinite beyond :func:`_exp_overflow`."""
+    size = ew.absolute(ctx.operand(ctx.args[0]))
+    result = ew.library_function(np.cosh, size, ctx.fmt, ctx.compute, ew.ULP_ERRORS["cosh"])
+    return Interval(result.lo, np.where(size.hi > _exp_overflow(ctx), np.inf, result.hi))
+
+
 _rsqrt_library = _library("rsqrt", lambda x: 1.0 / np.sqrt(x), increasing=False, register=False)
 
 
