@@ -104,3 +104,49 @@ def test_eval_forward_of_the_resnet_uses_running_statistics() -> None:
         logits = model(batch["pixel_values"])
     bounds = assert_enclosed(logits, "the logits")
     assert np.isfinite(bounds.radius).all()
+
+
+def mixed_precision_cases() -> list[object]:
+    return [
+        pytest.param(
+            name,
+            marks=[] if name in FAST_LOW_PRECISION else [pytest.mark.slow],
+            id=f"{name}-float16-autocast-gradscaler",
+        )
+        for name in MODELS
+    ]
+
+
+@pytest.mark.parametrize("name", mixed_precision_cases())
+def test_mixed_precision_training_step_is_bounded(name: str) -> None:
+    """Mixed precision as PyTorch recommends it on the CPU: float32 parameters, the forward
+    pass under float16 autocast, the loss scaled by a ``GradScaler``, the step on unscaled
+    gradients (AdamW), the scale updated; the same values as the untracked step."""
+
+    def step(model: torch.nn.Module, batch: object) -> tuple[torch.Tensor, float]:
+        parameters = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(parameters, lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = loss_of(name, model, batch)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss, scaler.get_scale()
+
+    plain_model, plain_batch = build(name, torch.float32)
+    plain_model.train()
+    plain_loss, plain_scale = step(plain_model, plain_batch)
+    model, batch = build(name, torch.float32)
+    model.train()
+    with fp.track(strict=True) as tracker:
+        loss, scale = step(model, batch)
+    assert tracker.gaps == {}
+    assert scale == plain_scale
+    assert torch.equal(loss, plain_loss)
+    assert_enclosed(loss, "the loss")
+    for index, (p, q) in enumerate(zip(model.parameters(), plain_model.parameters(), strict=True)):
+        assert torch.equal(p, q), f"parameter {index} differs from the untracked step's"
+        if p.grad is not None:
+            assert_enclosed(p.grad, f"the gradient of parameter {index}")
+            assert_enclosed(p, f"updated parameter {index}")
