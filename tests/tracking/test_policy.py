@@ -187,7 +187,10 @@ def test_a_kernel_using_bfloat16_inputs_is_enclosed_when_onednn_may(
     with replaced_cpu_kernels(mm=_mm_of_bfloat16_inputs):
         with fp.track(strict=True):
             tight = a @ b
-        assert not fp.bounds_of(tight).contains(tight).all()
+            assert not fp.bounds_of(tight).contains(tight).all()
+        # read after the block, bounds that miss the values are refused, never returned
+        with pytest.raises(fp.StaleBoundsError):
+            fp.bounds_of(tight)
         torch.set_float32_matmul_precision("medium")
         with fp.track(strict=True):
             out = a @ b
