@@ -6,8 +6,10 @@ accumulation model are computed once per call, not once per sample and use: 16 c
 1024 x 1024 bfloat16 weight, and its norms, become one. Only parameters (``torch.nn.Parameter``)
 and views of them, and the copies made of them here, are kept, keyed by the parameter's
 identity, its version counter (an in-place change makes a new entry) and the view's geometry;
-the entry holds the parameter, so the identity cannot be reused while it is kept. Activations
-are never kept: the memo holds no more than one copy of the parameters per purpose.
+the entry holds the parameter, so the identity cannot be reused while it is kept. A write
+through ``.data`` moves no version counter: an operation that writes into a parameter's memory
+drops its entries (:meth:`Memo.forget`). Activations are never kept: the memo holds no more
+than one copy of the parameters per purpose.
 """
 
 from __future__ import annotations
@@ -28,6 +30,21 @@ class Memo:
         self._entries: dict[_Key, tuple[torch.Tensor, torch.Tensor]] = {}
         #: copies made here, by identity: views of them are keyed like views of parameters
         self._copies: dict[int, torch.Tensor] = {}
+        #: the storages (by address) of the owners of the entries
+        self._storages: set[int] = set()
+
+    def forget(self, written: torch.Tensor) -> None:
+        """Drop the entries of a parameter whose memory ``written`` shares (an operation wrote
+        into it, perhaps through ``.data``, which keeps its own version counter)."""
+        if written.is_sparse or written.layout != torch.strided:
+            return
+        address = written.untyped_storage().data_ptr()
+        if address not in self._storages:
+            return
+        self._storages.discard(address)
+        for key, (owner, _) in list(self._entries.items()):
+            if owner.untyped_storage().data_ptr() == address:
+                del self._entries[key]
 
     def _owner(self, t: torch.Tensor) -> torch.Tensor | None:
         base = t if t._base is None else t._base
@@ -51,6 +68,7 @@ class Memo:
             return entry[1]
         value = compute(t)
         self._entries[key] = (owner, value)
+        self._storages.add(owner.untyped_storage().data_ptr())
         if purpose == "widened":
             self._copies[id(value)] = value
         return value

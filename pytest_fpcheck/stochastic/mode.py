@@ -65,6 +65,7 @@ exact -20), so it stays on the safe side.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +75,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ..errors import UnsupportedOperation
 from ..formats import FORMATS, Format
 from ..tracking.triton.scope import close_block, open_block
 from .accumulation import (
@@ -258,6 +260,17 @@ def _narrower(target: torch.dtype, source: torch.dtype) -> bool:
 _NARROWER: dict[tuple[torch.dtype, torch.dtype], bool] = {}
 
 
+def _refuse_complex(func: torch._ops.OpOverload) -> None:
+    """Complex arithmetic is not rounded at random (its results would carry no spread, and a
+    correct program's estimate would call its float64 reference a bug): refused, naming the
+    operation. Views between real and complex tensors pass through before this."""
+    raise UnsupportedOperation(
+        str(func).removesuffix(".default"),
+        how="complex tensors are not rounded at random by stochastic_bounds; estimate the "
+        "real and imaginary parts as real tensors, or bound this code with fp.track()",
+    )
+
+
 def _widen(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.dtype in _NARROW:
         return value.to(torch.float32)
@@ -405,11 +418,27 @@ def _results(out: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
     return leaves, lambda new: tree_unflatten(new, spec)
 
 
-def _signature(flat: list[Any]) -> tuple[Any, ...]:
-    return tuple(
-        v.dtype if isinstance(v, torch.Tensor) else (v if isinstance(v, torch.dtype) else type(v))
-        for v in flat
-    )
+def _signature(func: torch._ops.OpOverload, flat: list[Any]) -> tuple[Any, ...]:
+    """What decides an operation's result dtypes: its operands' dtypes, and whether each is
+    0-d (a 0-d operand does not promote: bfloat16 + a 0-d float32 tensor is bfloat16, + a
+    1-d one float32); for an operation returning a list (``unsafe_chunk``, ``split``), whose
+    length the shapes and numbers decide, those too. Learnt from one operation's dtypes, a
+    later call with other shapes took the wrong dtypes or crashed."""
+    listed = _returns_list(func)
+
+    def part(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return (v.dtype, tuple(v.shape)) if listed else (v.dtype, v.dim() == 0)
+        if isinstance(v, torch.dtype) or (listed and isinstance(v, (int, float, bool))):
+            return v
+        return type(v)
+
+    return tuple(part(v) for v in flat)
+
+
+@functools.cache
+def _returns_list(func: torch._ops.OpOverload) -> bool:
+    return any(isinstance(r.type, torch.ListType) for r in func._schema.returns)
 
 
 # torch leaves TorchDispatchMode's __init_subclass__ and __init__ unannotated
@@ -499,12 +528,16 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if passes or (functional == "aten.index_put" and not _accumulate(args, kwargs)):
             return self._call(func, args, kwargs)
         flat = _leaves(args) + _leaves(tuple(kwargs.values()))
+        if any(isinstance(v, torch.Tensor) and v.is_complex() for v in flat):
+            _refuse_complex(func)
         floating = [v for v in flat if isinstance(v, torch.Tensor) and v.dtype in _FORMATS]
         if not floating:
             return self._call(func, args, kwargs)
         self._suspect = False
         after, before = floating, None
         if mutable:
+            for written in _written_operands(func, args, kwargs):
+                self.memo.forget(written)  # a parameter's widened copy and norms are stale
             # it writes into an operand, which any other may share memory with: the operands'
             # values before it ran, but for a destination it only writes (out=, copy_'s)
             after, before = (
@@ -514,6 +547,8 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         result = self._handle(func, functional, mutable, flat, floating, args, kwargs)
         for leaf in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(leaf, torch.Tensor):
+                if leaf.is_complex():
+                    _refuse_complex(func)
                 self.dtypes.add(leaf.dtype)
         if mutable and not any(isinstance(leaf, torch.Tensor) for leaf in _results(result)[0]):
             # an operation in place that returns nothing (_foreach_mul_): what it wrote
@@ -678,7 +713,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     ) -> list[torch.dtype | None]:
         """The dtype of each result leaf in a plain run (None for a non-tensor), learnt once
         per process, operation and operand types by running it plainly."""
-        key = (func, _signature(flat))
+        key = (func, _signature(func, flat))
         dtypes = _RESULT_DTYPES.get(key)
         if dtypes is None:
             leaves, _ = _results(self._call(func, args, kwargs))

@@ -44,12 +44,13 @@ all take the same way; the samples' spread is then a slightly conservative estim
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import math
 import pickle
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,7 +111,7 @@ def sample(
     # the dispatch modes active outside (tracking under ``pytest --fpcheck``, a non-finite
     # watch) do not see the randomly rounded runs
     with _disable_current_modes():
-        with mode:
+        with mode, _native_kernels():
             out = fn(*args, **kwargs)
         leaves, structure = tree_flatten(out)
         values, dtypes = [], []
@@ -127,6 +128,25 @@ def sample(
         mode.overflowed,
         _formats(mode.dtypes),
     )
+
+
+@contextlib.contextmanager
+def _native_kernels() -> Iterator[None]:
+    """oneDNN off while ``fn`` runs a sample: ``nn.LSTM`` then takes ATen's native path, whose
+    operations (products, sigmoids, the cell's update) the mode rounds one by one. oneDNN's
+    fused layer, ``mkldnn_rnn_layer``, has no float64 kernel and rounds every time step out of
+    the mode's sight: its result took one perturbation, a spread far below the layer's
+    round-off, and a correct float32 LSTM was judged a bug at every seed. (Products and
+    convolutions the mode widens run in float64 or float32, which oneDNN's switch does not
+    change.)"""
+    import torch
+
+    enabled = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(enabled)
 
 
 def _check_leaf(fn: Any, position: int, leaf: Any) -> None:
@@ -173,7 +193,7 @@ def sample_batch(
     with _disable_current_modes(), warnings.catch_warnings():
         # an operation without a batching rule runs sample by sample inside functorch (exact)
         warnings.filterwarnings("ignore", message="There is a performance drop")
-        with mode:
+        with mode, _native_kernels():
             out = fn(*args, **kwargs)
         leaves, structure = tree_flatten(out)
         rows, dtypes = [], []
@@ -277,7 +297,10 @@ def stochastic_bounds(
     picklable (a module-level function or an ``nn.Module``, not a lambda or a local function:
     ``InvalidArgument`` names the one that is not), and each worker process generates its random
     pools and widens the parameters again (in-process samples share them). ``fn`` must be
-    deterministic apart from rounding and must not modify its arguments.
+    deterministic apart from rounding. In this process each sample starts from the arguments
+    as they were (tensors, and the parameters, gradients and buffers of modules: an optimizer
+    step on the model given is estimated as one step), and the call leaves them so; on an
+    executor ``fn`` must not modify its arguments (the samples may run at once).
     """
     _check(fn, samples, confidence, seed, executor)
     samples, confidence = int(samples), float(confidence)
@@ -287,17 +310,20 @@ def stochastic_bounds(
         from .memo import Memo
 
         memo = Memo()  # the parameters' copies and norms, once for all samples
+        state = _State(fn, args, kwargs)  # what fn may change: each sample starts from it
         attach()  # the Triton instrumentation once for all samples, not once per sample
         try:
             try:
                 runs = sample_batch(fn, args, kwargs, seed, samples, memo)
             except Exception as error:  # what a batch cannot run: one sample at a time
                 LOGGER.debug("stochastic_bounds: samples run one at a time (%r)", error)
-                runs = [
-                    sample(fn, args, kwargs, seed, index, samples, memo) for index in range(samples)
-                ]
+                runs = []
+                for index in range(samples):
+                    state.restore()
+                    runs.append(sample(fn, args, kwargs, seed, index, samples, memo))
         finally:
             detach()
+            state.restore()
     else:
         if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
             _check_picklable(fn=fn, args=args, kwargs=kwargs)
@@ -332,6 +358,58 @@ def stochastic_bounds(
     from torch.utils._pytree import tree_unflatten, treespec_loads
 
     return tree_unflatten(bounds, treespec_loads(first.structure))
+
+
+class _State:
+    """The tensors ``fn`` may change, as they were before the call: its tensor arguments and
+    the parameters, their gradients and the buffers of its module arguments and of ``fn`` itself
+    when it is a module or a module's method (a training step
+    on the model it is given, batch norm's running statistics, an input normalised in place,
+    a weight scaled through ``.data``). Each in-process sample starts from them, and the call
+    leaves them as it found them: samples run one after another on the same objects, and the
+    sixteenth would otherwise start from fifteen steps' state (an estimate of fifteen steps'
+    drift, not of one step's round-off). Checked by value, since a write through ``.data``
+    moves no version counter; restored only where changed."""
+
+    def __init__(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        import torch
+        from torch.utils._python_dispatch import _disable_current_modes
+        from torch.utils._pytree import tree_flatten
+
+        found: dict[int, Any] = {}
+        owners = [fn, getattr(fn, "__self__", None)]  # a module called, or its bound method
+        for leaf in tree_flatten((args, kwargs))[0] + owners:
+            if isinstance(leaf, torch.Tensor):
+                found.setdefault(id(leaf), leaf)
+            elif isinstance(leaf, torch.nn.Module):
+                for tensor in leaf.state_dict(keep_vars=True).values():
+                    found.setdefault(id(tensor), tensor)
+        self._saved: list[tuple[Any, Any, Any]] = []
+        # an outer dispatch mode (tracking under ``pytest --fpcheck``) sees none of this
+        with _disable_current_modes(), torch.no_grad():
+            for tensor in found.values():
+                if tensor.layout != torch.strided or tensor.is_meta:
+                    continue
+                grad = tensor.grad if tensor.requires_grad and tensor.is_leaf else None
+                self._saved.append(
+                    (tensor, tensor.detach().clone(), None if grad is None else grad.clone())
+                )
+
+    def restore(self) -> None:
+        import torch
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes(), torch.no_grad():
+            for tensor, value, grad in self._saved:
+                current = tensor.detach()
+                if current.shape == value.shape and not torch.equal(current, value):
+                    current.copy_(value)
+                if not (tensor.requires_grad and tensor.is_leaf):
+                    continue
+                if grad is None:
+                    tensor.grad = None
+                elif tensor.grad is None or not torch.equal(tensor.grad, grad):
+                    tensor.grad = grad.clone()
 
 
 @functools.lru_cache(maxsize=64)
