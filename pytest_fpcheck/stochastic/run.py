@@ -320,6 +320,7 @@ def stochastic_bounds(
                 runs = []
                 for index in range(samples):
                     state.restore()
+                    state.rewind()
                     runs.append(sample(fn, args, kwargs, seed, index, samples, memo))
         finally:
             detach()
@@ -369,7 +370,8 @@ class _State:
     leaves them as it found them: samples run one after another on the same objects, and the
     sixteenth would otherwise start from fifteen steps' state (an estimate of fifteen steps'
     drift, not of one step's round-off). Checked by value, since a write through ``.data``
-    moves no version counter; restored only where changed."""
+    moves no version counter; restored only where changed. The CPU random generator is rewound
+    before each sample (:meth:`rewind`)."""
 
     def __init__(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         import torch
@@ -384,6 +386,8 @@ class _State:
             elif isinstance(leaf, torch.nn.Module):
                 for tensor in leaf.state_dict(keep_vars=True).values():
                     found.setdefault(id(tensor), tensor)
+        #: the random generators' state: every sample draws what one plain call would
+        self._rng = torch.get_rng_state()
         self._saved: list[tuple[Any, Any, Any]] = []
         # an outer dispatch mode (tracking under ``pytest --fpcheck``) sees none of this
         with _disable_current_modes(), torch.no_grad():
@@ -394,6 +398,14 @@ class _State:
                 self._saved.append(
                     (tensor, tensor.detach().clone(), None if grad is None else grad.clone())
                 )
+
+    def rewind(self) -> None:
+        """The CPU generator as it was: a sample's dropout draws the mask one plain call would
+        (a run that drew from where the last sample left off had sixteen masks, and its spread
+        was dropout's, not round-off's); the generator ends as after one call."""
+        import torch
+
+        torch.set_rng_state(self._rng)
 
     def restore(self) -> None:
         import torch
