@@ -319,3 +319,23 @@ def test_a_manual_update_through_data_between_tracked_steps() -> None:
     assert_holds_computed(loss)
     for p in model.parameters():
         assert_holds_computed(p.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_median_and_kthvalue_are_order_statistics_of_the_ends(dtype: torch.dtype) -> None:
+    """Refused under strict tracking before: an order statistic is monotone in each element,
+    so it lies between the statistic of the lower ends and that of the upper ends."""
+    x = torch.randn(7, 10, generator=torch.Generator().manual_seed(8)).to(dtype)
+    with fp.track(strict=True):
+        y = x * 1.1
+        median, _ = y.median(dim=1)
+        kth, _ = y.kthvalue(3, dim=0)
+    exact = [[mpmath.mpf(float(v)) * mpmath.mpf("1.1") for v in row] for row in x.tolist()]
+    exact_median = [sorted(row)[(len(row) - 1) // 2] for row in exact]
+    exact_kth = [sorted(column)[2] for column in zip(*exact, strict=True)]
+    for result, values in ((median, exact_median), (kth, exact_kth)):
+        assert_holds_computed(result)
+        bounds = fp.bounds_of(result)
+        assert bounds is not None
+        for value, lo, hi in zip(values, bounds.lo, bounds.hi, strict=True):
+            assert mpmath.mpf(float(lo)) <= value <= mpmath.mpf(float(hi))

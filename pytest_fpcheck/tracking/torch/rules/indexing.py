@@ -182,6 +182,8 @@ for _name in (
     "aten.diag_embed",
     "aten.sort",
     "aten.topk",
+    "aten.median",
+    "aten.kthvalue",
     "aten.amax",
     "aten.amin",
     "aten.max",
