@@ -339,3 +339,21 @@ def test_median_and_kthvalue_are_order_statistics_of_the_ends(dtype: torch.dtype
         assert bounds is not None
         for value, lo, hi in zip(values, bounds.lo, bounds.hi, strict=True):
             assert mpmath.mpf(float(lo)) <= value <= mpmath.mpf(float(hi))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shrink", ["softshrink", "hardshrink"])
+def test_the_gradient_of_a_shrinkage(dtype: torch.dtype, shrink: str) -> None:
+    """``softshrink_backward`` and ``hardshrink_backward`` were refused under strict tracking:
+    a selection, undecided (the hull of 0 and the gradient) where x's enclosure meets the
+    band's edge."""
+    function = getattr(torch.nn.functional, shrink)
+    x = (torch.randn(200, generator=torch.Generator().manual_seed(9)) * 0.5).to(dtype)
+    x[:5] = torch.tensor([0.3, -0.3, 0.29, 0.31, 0.0]).to(dtype)
+    x.requires_grad_(True)
+    with fp.track(strict=True):
+        function(x * 1.1, 0.33).mul(torch.linspace(-1, 1, 200).to(dtype)).sum().backward()
+    plain = x.detach().clone().requires_grad_(True)
+    function(plain * 1.1, 0.33).mul(torch.linspace(-1, 1, 200).to(dtype)).sum().backward()
+    assert torch.equal(x.grad, plain.grad)
+    assert_holds_computed(x.grad)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .... import formats as F
 from ....formats import FORMATS, Format
 from ....interval import elementwise as ew
 from ....interval.core import Interval, gamma
@@ -71,6 +72,24 @@ def _threshold_backward(ctx: RuleContext) -> Interval:
     decided = (a.hi <= threshold) | (a.lo > threshold)
     zero = Interval.point(np.zeros(()))
     return ew.where(value, decided, zero, g)
+
+
+@rule("aten.softshrink_backward", "aten.hardshrink_backward")
+def _shrink_backward(ctx: RuleContext) -> Interval:
+    """``-lambd <= x <= lambd ? 0 : grad`` (both kernels): a selection, decided where x's
+    enclosure lies within or beyond the band for every value the kernel may hold lambd as (the
+    number itself, or rounded to the tensor's or the compute format), the hull of 0 and the
+    gradient where it is not."""
+    grad, x, lambd = ctx.args[0], ctx.args[1], float(ctx.args[2])
+    g, a = ctx.operand(grad), ctx.interval(x)
+    candidates = [lambd, *(float(F.round_to(np.asarray(lambd), f)) for f in (ctx.fmt, ctx.compute))]
+    narrow, wide = min(candidates), max(candidates)
+    inside = (a.lo >= -narrow) & (a.hi <= narrow)
+    outside = (a.lo > wide) | (a.hi < -wide)
+    values = ctx.values(x)
+    value = (values >= -narrow) & (values <= narrow)
+    zero = Interval.point(np.zeros(()))
+    return ew.where(value, inside | outside, zero, g)
 
 
 _SQRT1_2, _INV_SQRT_2PI = math.sqrt(0.5), 1.0 / math.sqrt(2.0 * math.pi)
