@@ -206,7 +206,7 @@ def sqrt(a: Interval, fmt: Format) -> Interval:
     negative numbers."""
     with np.errstate(invalid="ignore"):
         lo, hi = np.sqrt(a.lo), np.sqrt(a.hi)
-    lo = np.where(a.lo < 0, np.nan, np.maximum(down(lo), 0.0))
+    lo = np.where(a.lo < 0, np.nan, np.where(a.lo >= 0, np.maximum(down(lo), 0.0), down(lo)))
     return _everything_where_nan(lo, up(hi)).to_format(fmt)
 
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import copy
 import functools
 import logging
 import math
@@ -362,9 +363,10 @@ def stochastic_bounds(
 
 
 class _State:
-    """The tensors ``fn`` may change, as they were before the call: its tensor arguments and
-    the parameters, their gradients and the buffers of its module arguments and of ``fn`` itself
-    when it is a module or a module's method (a training step
+    """The tensors ``fn`` may change, as they were before the call: its tensor arguments, the
+    parameters, their gradients and the buffers of its module arguments and of ``fn`` itself
+    when it is a module or a module's method, and the state of its optimizer arguments (a
+    training step
     on the model it is given, batch norm's running statistics, an input normalised in place,
     a weight scaled through ``.data``). Each in-process sample starts from them, and the call
     leaves them as it found them: samples run one after another on the same objects, and the
@@ -379,13 +381,18 @@ class _State:
         from torch.utils._pytree import tree_flatten
 
         found: dict[int, Any] = {}
+        #: optimizers given, with a copy of their state (momenta, steps, moments)
+        self._optimizers: list[tuple[Any, Any]] = []
         owners = [fn, getattr(fn, "__self__", None)]  # a module called, or its bound method
         for leaf in tree_flatten((args, kwargs))[0] + owners:
             if isinstance(leaf, torch.Tensor):
                 found.setdefault(id(leaf), leaf)
             elif isinstance(leaf, torch.nn.Module):
-                for tensor in leaf.state_dict(keep_vars=True).values():
+                # buffers a state dict leaves out (persistent=False) included
+                for tensor in (*leaf.parameters(), *leaf.buffers()):
                     found.setdefault(id(tensor), tensor)
+            elif isinstance(leaf, torch.optim.Optimizer):
+                self._optimizers.append((leaf, copy.deepcopy(leaf.state_dict())))
         #: the random generators' state: every sample draws what one plain call would
         self._rng = torch.get_rng_state()
         self._saved: list[tuple[Any, Any, Any]] = []
@@ -412,6 +419,8 @@ class _State:
         from torch.utils._python_dispatch import _disable_current_modes
 
         with _disable_current_modes(), torch.no_grad():
+            for optimizer, state in self._optimizers:
+                optimizer.load_state_dict(copy.deepcopy(state))
             for tensor, value, grad in self._saved:
                 current = tensor.detach()
                 if current.shape == value.shape and not torch.equal(current, value):

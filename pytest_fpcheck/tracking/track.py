@@ -87,6 +87,8 @@ def recorded(
     write: a verdict's)."""
     if not is_torch_tensor(x) or dtype_format(x.dtype) is None:
         return None
+    if x.is_neg() or x.is_conj():  # a lazy view: its values are not its storage's
+        return None
     record = STORE.record_of(x)
     if record is None:
         return None

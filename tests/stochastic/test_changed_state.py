@@ -146,3 +146,42 @@ def test_every_sample_draws_the_dropout_mask_one_plain_call_would() -> None:
     assert torch.equal(torch.rand(1), after_plain)
     assert float(bounds.estimate.std.max()) < 1e-5
     assert fp.classify(plain, reference, bounds=bounds).kind == "roundoff"
+
+
+class _Counter(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor([0.5, 1.5]))
+        self.register_buffer("calls", torch.zeros(()), persistent=False)
+
+    def forward(self, v: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return (v * self.scale).exp() * self.calls
+
+
+def test_non_persistent_buffers_and_optimizer_state_are_restored() -> None:
+    """Found by the review: a buffer a state dict leaves out counted sixteen calls, and an
+    optimizer's momentum advanced sixteen steps."""
+    counter = _Counter()
+    x = torch.tensor([0.3, 0.6])
+    plain = _Counter()(x).detach()
+    bounds = fp.stochastic_bounds(counter, x, samples=8, seed=1)
+    assert float(counter.calls) == 0.0
+    assert bounds.contains(plain).all()
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    inputs = torch.randn(8, 4)
+
+    def step(m: torch.nn.Module, o: torch.optim.Optimizer, v: torch.Tensor) -> torch.Tensor:
+        o.zero_grad()
+        m(v).square().mean().backward()
+        o.step()
+        return m.weight.detach().clone()
+
+    twin = copy.deepcopy(model)
+    expected = step(twin, torch.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9), inputs)
+    bounds = fp.stochastic_bounds(step, model, optimizer, inputs, samples=8, seed=1)
+    assert optimizer.state_dict()["state"] == {}
+    assert float(abs(bounds.value - expected.double().numpy()).max()) < 1e-6

@@ -357,3 +357,76 @@ def test_the_gradient_of_a_shrinkage(dtype: torch.dtype, shrink: str) -> None:
     function(plain * 1.1, 0.33).mul(torch.linspace(-1, 1, 200).to(dtype)).sum().backward()
     assert torch.equal(x.grad, plain.grad)
     assert_holds_computed(x.grad)
+
+
+def test_nan_inputs_of_sqrt_and_nan_to_num_are_the_whole_line() -> None:
+    """Found by the review of these fixes: the root's new clamp at zero turned a NaN lower
+    end into 0, and ``nan_to_num`` of a NaN end gave an inverted enclosure."""
+    x = torch.tensor([float("nan"), 4.0])
+    with fp.track(strict=True):
+        root = x.sqrt()
+        replaced = torch.nan_to_num(x)
+        assert_holds_computed(root)
+        assert_holds_computed(replaced)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_replacement_rounded_through_float32(dtype: torch.dtype) -> None:
+    """``static_cast<Half>(double)`` rounds through float32: 1 + 2**-11 + 2**-40 becomes 1."""
+    posinf = 1 + 2**-11 + 2**-40
+    x = torch.tensor([1.0, float("inf"), float("-inf"), 2.0], dtype=dtype)
+    with fp.track(strict=True):
+        result = torch.nan_to_num(x * 1, posinf=posinf, neginf=-posinf)
+        assert_holds_computed(result)
+
+
+def test_a_lazily_negated_view_is_never_read_as_its_storage() -> None:
+    """``z.conj().imag`` carries the negation bit: its values are the storage's negated, and
+    its products were enclosed with the storage's sign."""
+    y = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    with fp.track():
+        imaginary = torch.view_as_complex((y * 1.1).reshape(2, 2)).conj().imag
+        product = imaginary * 1.0
+        assert_holds_computed(product)
+    assert fp.bounds_of(imaginary) is None
+
+
+def test_a_broadcast_read_does_not_mark_a_stale_record_checked() -> None:
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    with fp.track():
+        y = x * 1.1
+    y.numpy()[3] = 1000.0  # no version moves
+    fp.bounds_of(y[:1].expand(4))  # four elements, one of the storage's
+    with pytest.raises(fp.StaleBoundsError):
+        fp.bounds_of(y)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "a", "b", "mode"),
+    [
+        (torch.bfloat16, 1.0, 0.10009765625, "trunc"),
+        (torch.float16, 65504.0, 21840.0, "trunc"),
+        (torch.bfloat16, 98.0, -0.30078125, "floor"),
+    ],
+)
+def test_an_integral_division_in_a_narrow_format(
+    dtype: torch.dtype, a: float, b: float, mode: str
+) -> None:
+    """The kernel rounds the quotient to the format before truncating (bfloat16's 1 / 0.1001 is
+    10, the enclosure held 9), and its floor rounds twice there (-328 for -325.8)."""
+    with fp.track(strict=True):
+        result = torch.div(
+            torch.tensor([a], dtype=dtype) * 1,
+            torch.tensor([b], dtype=dtype) * 1,
+            rounding_mode=mode,
+        )
+        assert_holds_computed(result)
+
+
+def test_pow_minus_a_half_of_a_small_bfloat16_tensor() -> None:
+    """A one-element tensor takes the kernel's scalar path, 1 / sqrt(x) with the root rounded
+    to bfloat16: rsqrt's allowance, which pow's model lacked (0.462890625 outside)."""
+    x = torch.tensor([4.625], dtype=torch.bfloat16)
+    with fp.track(strict=True):
+        result = (x * 1) ** -0.5
+        assert_holds_computed(result)

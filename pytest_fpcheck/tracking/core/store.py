@@ -238,7 +238,7 @@ class BoundsStore:
                     "or modify it inside the tracked region. (If nothing wrote it, the bounds "
                     "themselves were wrong: please report it, with the operation that made it.)"
                 )
-            if t.numel() == record.lo.size:  # every element checked
+            if _covers_storage(t, record.lo.size):  # every element checked (no broadcast)
                 record.epoch = self.epoch
         return record
 

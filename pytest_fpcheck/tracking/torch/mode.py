@@ -67,6 +67,13 @@ _COMPLEX = (
     "them included); bound the real and imaginary parts as real tensors, or run this code "
     "outside fp.track()"
 )
+#: why an operation on a tensor with a lazy negation or conjugation bit is refused
+_LAZY = (
+    "an operand carries PyTorch's lazy negation or conjugation bit (a view such as "
+    "z.conj().imag), whose values are not those of the storage the bounds live beside: its "
+    "results are the whole line; materialise it before the tracked block (.resolve_neg(), "
+    ".resolve_conj()), or run this code outside fp.track()"
+)
 
 __all__ = ["MODES", "Tracker", "record_conversion", "tensors"]
 
@@ -381,7 +388,7 @@ class Tracker(Interposer):
         inputs = tensors(call.args)
         if call.kwargs:
             inputs += tensors(call.kwargs)
-        if any(t.is_complex() for t in inputs):
+        if any(t.is_complex() or t.is_neg() or t.is_conj() for t in inputs):
             return self._complex(call, run, schema, inputs)
         mutable = schema.mutable
         stale_notes: list[str] = []
@@ -445,7 +452,8 @@ class Tracker(Interposer):
     def _complex(
         self, call: OpCall, run: Callable[[], Any], schema: Any, inputs: list[torch.Tensor]
     ) -> Any:
-        """An operation on complex tensors: run, a view passed through (its bounds, if any,
+        """An operation on complex tensors (or tensors with a lazy negation or conjugation bit,
+        whose values are not their storage's): run, a view passed through (its bounds, if any,
         live beside the storage, a complex tensor's as those of its real view), anything else
         refused (a gap unless ``strict``: the whole line for what it produced). A complex
         tensor's enclosure is never read as a real one's: ``abs`` of a complex view of a
@@ -456,7 +464,10 @@ class Tracker(Interposer):
             return out
         if schema.inplace_view:
             return out
-        raise UnsupportedOperation(call.name, where=call.location or None, how=_COMPLEX)
+        lazy = any(t.is_neg() or t.is_conj() for t in inputs)
+        raise UnsupportedOperation(
+            call.name, where=call.location or None, how=_LAZY if lazy else _COMPLEX
+        )
 
     def _record(
         self,

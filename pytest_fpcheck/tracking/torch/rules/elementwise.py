@@ -26,6 +26,7 @@ from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ....interval.kernels import power_bounds
 from ....interval.registry import register_rule
+from ....interval.rounding import down, up
 from ..context import RuleContext
 from ._common import (
     Array,
@@ -181,6 +182,18 @@ def _div(ctx: RuleContext) -> Interval:
     mode = ctx.kwargs.get("rounding_mode")
     if mode is not None:
         integral = np.trunc if mode == "trunc" else np.floor
+        if ctx.fmt is not ctx.compute:
+            # float16 and bfloat16 kernels round the quotient to the tensor's format before
+            # truncating it (bfloat16's 1 / 0.10009765625 is 10, not 9), and the floor's
+            # (a - fmod(a, b)) / b rounds twice there: the quotient rounded outward onto the
+            # format, then widened by two of its units (the two roundings) and 1 (the floor's
+            # correction step)
+            quotient = quotient.to_format(ctx.fmt)
+            if mode != "trunc":
+                unit = F.ulp(np.maximum(np.abs(quotient.lo), np.abs(quotient.hi)), ctx.fmt)
+                quotient = Interval(
+                    down(quotient.lo - 2 * unit - 1), up(quotient.hi + 2 * unit + 1)
+                )
         quotient = Interval(integral(quotient.lo), integral(quotient.hi))
         # an infinite quotient's floor or trunc is NaN in ATen's kernels (they take
         # fmod(a, b) of an infinite a): the whole line where the quotient may be infinite
@@ -338,7 +351,9 @@ def _pow(ctx: RuleContext) -> Interval:
     if p < 0 and p.is_integer():
         return _negative_integer_power(ctx, a, int(p))
     result = _real_power(ctx, a, p)
-    return _negative_zero(a, result) if p == -0.5 else result
+    if p == -0.5:  # float32, float64 and bfloat16 run rsqrt (its scalar path's allowance too)
+        return _negative_zero(a, result).hull(_rsqrt(ctx))
+    return result
 
 
 def _negative_zero(a: Interval, result: Interval) -> Interval:

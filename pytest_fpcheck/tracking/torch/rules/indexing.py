@@ -228,28 +228,35 @@ def _nan_to_num(ctx: RuleContext) -> Interval:
     fmt = ctx.fmt
     top = fmt.max_finite
 
-    def replacement(index: int, name: str, default: float) -> float:
+    def replacement(index: int, name: str, default: float) -> tuple[float, float]:
+        """The replacement as the kernel may hold it: rounded to the format directly or
+        through float32 (``static_cast<Half>(double)`` rounds twice), both ends of the hull."""
         value = ctx.arg(index, name, None)
-        number = default if value is None else float(value)
-        return float(F.round_to(np.asarray(number), fmt))
+        number = np.asarray(default if value is None else float(value))
+        direct = float(F.round_to(number, fmt))
+        twice = float(F.round_to(F.round_to(number, "float32"), fmt))
+        return min(direct, twice), max(direct, twice)
 
-    nan, posinf, neginf = (
+    (nan_lo, nan_hi), (posinf_lo, posinf_hi), (neginf_lo, neginf_hi) = (
         replacement(1, "nan", 0.0),
         replacement(2, "posinf", top),
         replacement(3, "neginf", -top),
     )
     lo, hi = np.broadcast_arrays(a.lo, a.hi)
+    # a NaN end (an untracked NaN's point enclosure) may be NaN: the whole line first
+    undefined = np.isnan(lo) | np.isnan(hi)
+    lo, hi = np.where(undefined, -np.inf, lo), np.where(undefined, np.inf, hi)
     finite = (lo <= top) & (hi >= -top)  # some finite value in the enclosure
     low = np.where(finite, np.maximum(lo, -top), np.inf)
     high = np.where(finite, np.minimum(hi, top), -np.inf)
     reaches_up, reaches_down = np.isposinf(hi), np.isneginf(lo)
-    low = np.where(reaches_up, np.minimum(low, posinf), low)
-    high = np.where(reaches_up, np.maximum(high, posinf), high)
-    low = np.where(reaches_down, np.minimum(low, neginf), low)
-    high = np.where(reaches_down, np.maximum(high, neginf), high)
+    low = np.where(reaches_up, np.minimum(low, posinf_lo), low)
+    high = np.where(reaches_up, np.maximum(high, posinf_hi), high)
+    low = np.where(reaches_down, np.minimum(low, neginf_lo), low)
+    high = np.where(reaches_down, np.maximum(high, neginf_hi), high)
     maybe_nan = reaches_up & reaches_down
-    low = np.where(maybe_nan, np.minimum(low, nan), low)
-    high = np.where(maybe_nan, np.maximum(high, nan), high)
+    low = np.where(maybe_nan, np.minimum(low, nan_lo), low)
+    high = np.where(maybe_nan, np.maximum(high, nan_hi), high)
     return Interval(low, high)
 
 
