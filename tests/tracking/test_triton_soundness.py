@@ -124,12 +124,25 @@ def test_reductions_and_scans_are_enclosed(kind, dtype, values, cancel) -> None:
     rows = [[mpmath.mpf(float(v)) for v in row] for row in x]
     if kind in (0, 3):
         exact = [mpmath.fsum(row) for row in rows]
-    elif kind == 1:
-        exact = [max(row) for row in rows]
+    elif kind == 1:  # the masked load's other=0.0 pads each row of 6 to BLOCK=8 with zeros
+        exact = [max([*row, mpmath.mpf(0)]) for row in rows]
     else:
         exact = [mpmath.fsum(row[: j + 1]) for row in rows for j in range(6)]
     exact = [e if abs(e) < 1e300 else None for e in exact]
     _check(bounds, exact, out.double().numpy())
+
+
+def test_a_maximum_of_negative_values_includes_the_padding_the_load_supplied() -> None:
+    """The oracle of the property test above once missed the two zeros ``other=0.0`` puts
+    beside a row of six -1s: the kernel's maximum is 0, and its bound [0, 0] is right."""
+    x = -torch.ones(4, 6)
+    out = torch.empty(4)
+    with fp.track():
+        reduce_kernel[(1,)](x, out, 6, KIND=1, BLOCK=8)
+    bounds = fp.bounds_of(out)
+    assert bounds is not None
+    assert out.tolist() == [0.0] * 4
+    assert bounds.lo.tolist() == bounds.hi.tolist() == [0.0] * 4
 
 
 def test_a_prefix_sum_that_overflows_is_the_whole_line_from_there_on() -> None:
