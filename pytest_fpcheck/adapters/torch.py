@@ -6,7 +6,7 @@ package's own dispatch modes, and any other active mode, never see the package's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -17,7 +17,14 @@ from ..formats import FORMATS, Format
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["dtype_format", "float64_values", "internal", "is_float", "tensor_to_float64"]
+__all__ = [
+    "dtype_format",
+    "float64_values",
+    "internal",
+    "is_float",
+    "tensor_to_float64",
+    "undeclared_writes",
+]
 
 _FLOAT_DTYPES: dict[torch.dtype, Format] = {
     getattr(torch, name): fmt for name, fmt in FORMATS.items() if hasattr(torch, name)
@@ -66,3 +73,24 @@ def tensor_to_float64(t: torch.Tensor, *, argument: str, copy: bool = True) -> N
             hint=f"Its dtype is {t.dtype}; compare floating results only.",
         )
     return float64_values(t, copy=copy)
+
+
+def undeclared_writes(
+    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[torch.Tensor]:
+    """The tensors an operation writes although its schema does not say so (no ``Tensor(a!)``):
+    ``native_batch_norm`` in training mode updates its running mean and variance in place (its
+    schema predates alias annotations; ``_native_batch_norm_legit`` declares the same writes).
+    A dispatch mode that trusted the schema would leave them with stale bounds, or would run
+    the kernel on copies and never update them."""
+    if func._opname != "native_batch_norm" or func.namespace != "aten":
+        return []
+    names = ("input", "weight", "bias", "running_mean", "running_var", "training")
+    values = dict(zip(names, args, strict=False)) | {k: v for k, v in kwargs.items() if k in names}
+    if not values.get("training"):
+        return []
+    return [
+        t
+        for t in (values.get("running_mean"), values.get("running_var"))
+        if isinstance(t, torch.Tensor)
+    ]

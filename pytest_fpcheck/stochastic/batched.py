@@ -82,6 +82,7 @@ from .mode import (
     _map_arguments,
     _narrower,
     _written_operands,
+    writes,
 )
 from .rounding import BatchRandom, in_range
 
@@ -314,6 +315,7 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
         flat = _leaves(args) + _leaves(tuple(kwargs.values()))
         positions = tuple(i for i, v in enumerate(flat) if type(v) is SampleBatch)
         functional, passes, mutable = _describe(func)
+        mutable = writes(func, functional, mutable, args, kwargs)
         if positions and functional in _RESIZES:
             # resizing the rows' flat storage would shift each sample's values into the next
             raise Unbatchable(f"{functional} of a value that differs between the samples")

@@ -75,6 +75,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ..adapters.torch import undeclared_writes
 from ..errors import UnsupportedOperation
 from ..formats import FORMATS, Format
 from ..tracking.triton.scope import close_block, open_block
@@ -290,7 +291,8 @@ def _to_float64(t: torch.Tensor) -> torch.Tensor:
 def _written_operands(
     func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> list[torch.Tensor]:
-    """The tensors an operation writes into (``add_``'s ``self``, ``out=`` arguments)."""
+    """The tensors an operation writes into (``add_``'s ``self``, ``out=`` arguments, and
+    what its schema does not declare: a training batch norm's running statistics)."""
     written: list[torch.Tensor] = []
     for position, argument in enumerate(func._schema.arguments):
         info = argument.alias_info
@@ -301,7 +303,21 @@ def _written_operands(
         else:
             value = args[position]
         written.extend(t for t in _leaves((value,)) if isinstance(t, torch.Tensor))
-    return written
+    return written + undeclared_writes(func, args, kwargs)
+
+
+def writes(
+    func: torch._ops.OpOverload,
+    functional: str,
+    declared: bool,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> bool:
+    """Does this call write into an operand: its schema says so (``declared``), or it is a
+    training batch norm, whose running statistics its schema does not mark written."""
+    if functional == "aten.native_batch_norm":
+        return bool(undeclared_writes(func, args, kwargs))
+    return declared
 
 
 def _read_operands(
@@ -525,6 +541,7 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         own ``__torch_dispatch__`` to keep Dynamo out, a few microseconds per call)."""
         kwargs = kwargs or {}
         functional, passes, mutable = _describe(func)
+        mutable = writes(func, functional, mutable, args, kwargs)
         if passes or (functional == "aten.index_put" and not _accumulate(args, kwargs)):
             return self._call(func, args, kwargs)
         flat = _leaves(args) + _leaves(tuple(kwargs.values()))
@@ -798,11 +815,22 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         rounded from the wider run's into the tensor written; an operation that returns nothing
         (the foreach ones in place, ``_foreach_mul_``) has its written operands rounded so,
         from their wide copies."""
-        if any(isinstance(leaf, torch.Tensor) for leaf in _results(out)[0]):
-            return self._round_outputs(out, wide, functional, wide_args, wide_kwargs, True)
         written = _written_operands(func, *call)
         copies = _written_operands(func, wide_args, wide_kwargs)
-        self._round_outputs(written, copies, functional, wide_args, wide_kwargs, True)
+        results = [leaf for leaf in _results(out)[0] if isinstance(leaf, torch.Tensor)]
+        if results:
+            out = self._round_outputs(out, wide, functional, wide_args, wide_kwargs, True)
+            # operands it writes but does not return (a training batch norm's running
+            # statistics): each from its wider copy too
+            returned = {leaf.untyped_storage().data_ptr() for leaf in results}
+            pairs = [
+                (w, c)
+                for w, c in zip(written, copies, strict=True)
+                if w.untyped_storage().data_ptr() not in returned
+            ]
+            written, copies = [w for w, _ in pairs], [c for _, c in pairs]
+        if written:
+            self._round_outputs(written, copies, functional, wide_args, wide_kwargs, True)
         return out
 
     def _round_outputs(
