@@ -77,6 +77,14 @@ BINARY += ["layer_norm_backward"]
 #: a cross-entropy's backward kernel after its log-softmax: the gradient of x's log-softmax
 #: (each row) under the upstream gradient y, y - softmax(x) sum(y)
 BINARY += ["log_softmax_backward"]
+#: a training batch norm's running statistics (updated in place, undeclared by the schema):
+#: x as a batch of rows, the running mean from y's first row and the variance from |y|'s last;
+#: the rows of the result alternate the updated mean and variance. The batch is x clamped to
+#: +-100, plus 1 (rounded, and tracked), contiguous: the rule refuses inputs whose statistics
+#: may overflow, other layouts and, on (N, C) inputs, channels of subnormal spread, which then
+#: take the decomposition and leave the statistics a gap that strict tracking refuses (those
+#: cases: tests/tracking/test_running_statistics.py)
+BINARY += ["batch_norm_running"]
 REDUCE = [
     "sum",
     "mean",
@@ -248,6 +256,7 @@ def run_torch(program: Program, *, float64: bool = False, device: str = "cpu") -
                 ),
                 "fused_adamw": _fused_adamw,
                 "layer_norm_backward": _layer_norm_backward,
+                "batch_norm_running": _batch_norm_running,
                 "log_softmax_backward": lambda a, b: torch.ops.aten._log_softmax_backward_data(
                     b, torch.log_softmax(a, -1), -1, a.dtype
                 ),
@@ -389,6 +398,30 @@ def _layer_norm_backward_exact(x: np.ndarray, g: np.ndarray) -> np.ndarray:
     return dx + np.array(dw, dtype=object) + np.array(db, dtype=object)
 
 
+def _batch_norm_running(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    mean, var = y[0].clone(), y[-1].abs()
+    batch = (x.clamp(-100, 100) + 1).contiguous()
+    torch.ops.aten.native_batch_norm(batch, None, None, mean, var, True, 0.1, 1e-5)
+    return torch.stack([mean, var, mean][: x.shape[0]])
+
+
+def _batch_norm_running_exact(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The running statistics :func:`_batch_norm_running` updates, exactly: momentum times
+    the batch mean (the unbiased variance) plus (1 - momentum) times the running one."""
+    rows, columns = x.shape
+    if rows < 2:
+        raise Undefined("the unbiased variance of a single element is 0 / 0")
+    rate = mpmath.mpf(0.1)
+    means, variances = [], []
+    for c in range(columns):
+        column = [min(max(v, mpmath.mpf(-100)), mpmath.mpf(100)) + 1 for v in x[:, c]]
+        mean = mpmath.fsum(column) / rows
+        var = mpmath.fsum((v - mean) ** 2 for v in column) / (rows - 1)
+        means.append(rate * mean + (1 - rate) * y[0, c])
+        variances.append(rate * var + (1 - rate) * abs(y[-1, c]))
+    return np.array([means, variances, means][:rows], dtype=object)
+
+
 def _fused_adamw(param: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     zeros = torch.zeros_like(param)
     (out,), *_ = torch.ops.aten._fused_adamw(
@@ -497,6 +530,8 @@ def _run_exact(program: Program) -> np.ndarray:
         elif kind == "binary":
             if op == "layer_norm_backward":
                 x = _layer_norm_backward_exact(x, y)
+            elif op == "batch_norm_running":
+                x = _batch_norm_running_exact(x, y)
             elif op == "log_softmax_backward":
                 probabilities = _reduce_exact("softmax", x)
                 x = y - probabilities * np.array([[mpmath.fsum(row)] for row in y], dtype=object)

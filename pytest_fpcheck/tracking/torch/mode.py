@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from ...adapters import is_torch_tensor
-from ...adapters.torch import dtype_format, internal
+from ...adapters.torch import dtype_format, internal, undeclared_writes
 from ...errors import InvalidArgument, StaleBoundsError, UnsupportedOperation
 from ...interval.bounds import Bounds, Provenance
 from ...interval.core import Interval, is_whole_line
@@ -115,6 +115,22 @@ def written_arguments(call: OpCall) -> list[torch.Tensor]:
             continue
         written.extend(tensors(value))
     return written
+
+
+def _undeclared(call: OpCall) -> list[torch.Tensor]:
+    """:func:`~pytest_fpcheck.adapters.torch.undeclared_writes` of this call (checked by name
+    first: it is asked of every operation)."""
+    if call.functional != "aten.native_batch_norm":
+        return []
+    return undeclared_writes(call.func, call.args, call.kwargs)
+
+
+def _split(result: Any, count: int) -> tuple[Any, tuple[Any, ...]]:
+    """A rule's enclosures of an operation's ``count`` results, and those it gave after them
+    (of what the operation wrote beside its results)."""
+    if not isinstance(result, (tuple, list)):
+        return result, ()
+    return tuple(result[:count]), tuple(result[count:])
 
 
 def _storage_ids(values: list[torch.Tensor]) -> set[int]:
@@ -275,6 +291,7 @@ class Tracker(Interposer):
         )
         in_place = call.func._schema.is_mutable
         self._unbounded(gap, tensors(out) or written_arguments(call), in_place=in_place)
+        self._unbounded(gap, _undeclared(call), in_place=False)
 
     def kernel_gap(
         self,
@@ -391,12 +408,18 @@ class Tracker(Interposer):
         if any(t.is_complex() or t.is_neg() or t.is_conj() for t in inputs):
             return self._complex(call, run, schema, inputs)
         mutable = schema.mutable
+        # what the kernel writes beside its results although its schema does not say so (a
+        # training batch norm's running statistics): read before it runs, recorded after
+        hidden = _undeclared(call)
         stale_notes: list[str] = []
         records = [(t, _current_record(t, call, stale_notes)) for t in inputs]
         snapshot: dict[int, Interval] = {}
-        if mutable:
+        if mutable or hidden:
+            hidden_ids = {id(t) for t in hidden}
             for t, record in records:
-                if record is not None or dtype_format(t.dtype) is not None:
+                if (mutable or id(t) in hidden_ids) and (
+                    record is not None or dtype_format(t.dtype) is not None
+                ):
                     snapshot[id(t)] = _snapshot(t, record)
         out = run()
         outputs = tensors(out)
@@ -435,10 +458,13 @@ class Tracker(Interposer):
         # the rule says, so its arithmetic is skipped (a backward pass after an unbounded
         # loss); under strict the rule still runs, so that a variant it refuses still raises
         whole = _whole_line_outputs(ctx, inputs, outputs) if unbounded and not self.strict else None
+        extra: tuple[Any, ...] = ()
         if whole is not None:
             result = whole
         else:
             result = rule(ctx)
+            if hidden:
+                result, extra = _split(result, len(outputs))
             if unbounded:
                 result = _propagate_nan(ctx, inputs, outputs, result)
         summaries: list[tuple[float, bool] | None] = []
@@ -447,7 +473,43 @@ class Tracker(Interposer):
         self.ops += 1
         inherited = [r for _, r in records if r is not None]
         self._record(ctx, outputs, result, inherited, mutable, summaries)
+        if hidden:
+            if unbounded:  # (their dependence on a possibly-NaN operand is not worked out)
+                extra = tuple(Interval.whole(tuple(t.shape)) for t in hidden)
+            self._record_undeclared(ctx, hidden, extra, inherited)
         return out
+
+    def _record_undeclared(
+        self,
+        ctx: RuleContext,
+        hidden: list[torch.Tensor],
+        extra: tuple[Any, ...],
+        inherited: list[Record],
+    ) -> None:
+        """Record what an operation wrote beside its results (``hidden``) from the enclosures
+        its rule gave after those of the results (``extra``); what it gave none for (the
+        decomposition computes no running statistics) is a gap: the whole line, refused under
+        ``strict``."""
+        given = [(t, e) for t, e in zip(hidden, extra, strict=False) if e is not None]
+        if given:
+            pairs = [t for t, _ in given], [e for _, e in given]
+            observed = ctx.observed
+            summaries: list[tuple[float, bool] | None] = []
+            if observed:
+                joined, summaries = _joined(pairs[0], tuple(pairs[1]))
+                pairs = pairs[0], list(joined)
+            self._record(ctx, pairs[0], tuple(pairs[1]), inherited, False, summaries)
+        missing = [t for t in hidden if all(t is not g for g, _ in given)]
+        if not missing:
+            return
+        call = ctx.call
+        how = "its rule does not bound the running statistics it updates in place here"
+        if self.strict:
+            raise UnsupportedOperation(call.name, where=call.location or None, how=how)
+        gap = self._count_gap(
+            call.name, _gaps.NO_RULE, call.site, call.source, lambda: f"{call.name}: {how}", str
+        )
+        self._unbounded(gap, missing, in_place=False)
 
     def _complex(
         self, call: OpCall, run: Callable[[], Any], schema: Any, inputs: list[torch.Tensor]

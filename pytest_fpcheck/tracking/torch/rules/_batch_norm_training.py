@@ -1,11 +1,14 @@
-"""Batch norm in training mode on a contiguous CPU input, as ATen's kernel computes it
-(``batch_norm_cpu_collect_stats_contiguous_impl`` and ``batch_norm_cpu_update_stats_template``),
-with the input's width propagated by a mean-value form. Called by the batch-norm rule
-(:mod:`.normalisation`); channels-last inputs (whose statistics accumulate partly in the
-tensor's own format) are refused and bounded through the decomposition (:mod:`..decompose`).
+"""Batch norm in training mode on a CPU input, contiguous or channels-last, as ATen's kernel
+computes it (``batch_norm_cpu_collect_stats_contiguous_impl``, ``..._channels_last_impl`` and
+``batch_norm_cpu_update_stats_template``), with the input's width propagated by a mean-value
+form. Called by the batch-norm rule (:mod:`.normalisation`); other layouts are refused and
+bounded through the decomposition (:mod:`..decompose`).
 
 **The statistics.** For each channel, over its n = N H W elements, the kernel sums the inputs
-(in double for float32 and float64 inputs, in float32 for float16 and bfloat16 ones), rounds
+(in double for float32 and float64 inputs, in float32 for float16 and bfloat16 ones; ATen's
+channels-last kernel, which also takes every contiguous input whose channels are adjacent, a
+(N, C) one or one of a single pixel, first sums each thread's rows in the input's own format,
+float32 for float16 and bfloat16, then those partial sums in double), rounds
 ``sum / n`` to the saved statistics' format (``mean``), sums ``(x - mean)^2``, each term computed
 in the input's format (float32 for float16 and bfloat16), the same way, stores the sum and
 computes ``invstd = 1 / sqrt(var_sum / n + eps)`` in the accumulation format before storing it.
@@ -43,6 +46,19 @@ intersection:
 
 Interval evaluation multiplies the input's width by about 14 / sigma in a normalisation (x and
 its mean and spread taken as independent); the mean-value form by about (2 + |y|) / sigma.
+
+**The running statistics**, which the kernel updates in place although the operation's schema
+does not say so (``adapters.torch.undeclared_writes``): per channel
+``momentum * mean + (1 - momentum) * running_mean`` and
+``momentum * var_sum / (n - 1) + (1 - momentum) * running_var``, from the same stored mean and
+sum of squares as above. ATen evaluates them in the statistics' format, in float32 or in
+double (the momentum a double, or rounded onto the statistics' format first), with or without
+a fused multiply-add; every such evaluation lies in the interval evaluation from the hull of
+the momentum and its nearest roundings onto float32 and the statistics' format whose every
+step (``1 - momentum``, each product, the quotient, the sum) is rounded outward onto the
+statistics' format (float64 statistics: a double momentum only), the coarsest of them (a rounding onto a finer grid lies
+between the coarser grid's neighbours). The stored sum of squares of a single element is 0, and
+``0 / 0`` is NaN: the running variance is then the whole line.
 """
 
 from __future__ import annotations
@@ -53,7 +69,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ....adapters.torch import dtype_format
+from ....adapters.torch import dtype_format, float64_values
 from ....formats import FORMATS, Format
 from ....interval import elementwise as ew
 from ....interval.bounds import contains
@@ -66,6 +82,7 @@ from ._common import F64, raise_unsupported
 __all__ = ["batch_norm_training"]
 
 _D = 2.0**-53
+_F32 = FORMATS["float32"]
 
 
 class _Kernel:
@@ -76,7 +93,7 @@ class _Kernel:
     statistics' dtype); ``opmath``, the format of the affine step; ``rho``, the relative error
     of the stored sum of squares."""
 
-    def __init__(self, ctx: RuleContext, n: int) -> None:
+    def __init__(self, ctx: RuleContext, n: int, channels_last: bool) -> None:
         fmt = ctx.fmt
         reduced = fmt.name in ("float16", "bfloat16")
         stored = dtype_format(ctx.outputs[1].dtype)
@@ -87,12 +104,24 @@ class _Kernel:
         self.stored: Format = stored
         self.opmath: Format = FORMATS["float32"] if reduced else fmt
         self.deviation: Format = self.opmath
-        self.accumulate = FORMATS["float32"].unit_roundoff if reduced else _D
+        # (the channels-last kernel's partial sums in the input's format: float32's unit
+        # round-off for float32 inputs too)
+        single = reduced or (channels_last and fmt.name == "float32")
+        self.accumulate = FORMATS["float32"].unit_roundoff if single else _D
         self.rho = (
             gamma(3, self.deviation.unit_roundoff)
             + gamma(n + 2, self.accumulate)
             + 2 * stored.unit_roundoff
         )
+
+
+def _channels_last(x: torch.Tensor) -> bool:
+    """Does ATen's CPU kernel take its channels-last path (``batch_norm_choose_impl``): a
+    contiguous input whose channel stride is 1, or a channels-last one?"""
+    if x.is_contiguous():
+        return x.stride(1) == 1
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    return x.dim() in formats and x.is_contiguous(memory_format=formats[x.dim()])
 
 
 def _rows(v: np.ndarray, channels: int) -> np.ndarray:
@@ -107,20 +136,30 @@ def _per_channel(ctx: RuleContext, t: Any, channels: int) -> Interval | None:
 
 
 def batch_norm_training(
-    ctx: RuleContext, x: torch.Tensor, weight: Any, bias: Any, eps: float
-) -> tuple[Interval, Interval, Interval]:
-    """(output, save_mean, save_invstd) of ``native_batch_norm`` in training mode (module
-    docstring); refuses what it does not model."""
+    ctx: RuleContext,
+    x: torch.Tensor,
+    weight: Any,
+    bias: Any,
+    running: tuple[Any, Any],
+    momentum: float,
+    eps: float,
+) -> tuple[Interval | None, ...]:
+    """(output, save_mean, save_invstd, running_mean, running_var) of ``native_batch_norm`` in
+    training mode (module docstring), the last two None where the call has none; refuses what
+    it does not model."""
     fmt = ctx.fmt
     if x.device.type != "cpu" or len(ctx.outputs) < 3:
         raise_unsupported(ctx, f"batch_norm in training mode on {x.device.type}")
-    if not x.is_contiguous() or x.dim() < 2 or x.numel() == 0:
+    if x.dim() < 2 or x.numel() == 0:
+        raise_unsupported(ctx, f"batch_norm in training mode on a {x.dim()}-d input")
+    channels_last = _channels_last(x)
+    if not (x.is_contiguous() or channels_last):
         raise_unsupported(ctx, "batch_norm in training mode on a non-contiguous input")
     channels = x.shape[1]
     n = x.numel() // channels
     if n >= 2**20:
         raise_unsupported(ctx, f"batch_norm in training mode over {n} elements per channel")
-    kernel = _Kernel(ctx, n)
+    kernel = _Kernel(ctx, n, channels_last)
     box = ctx.interval(x)
     lo, hi = _rows(box.lo, channels), _rows(box.hi, channels)
     centre = _rows(ctx.values(x), channels)
@@ -173,17 +212,60 @@ def batch_norm_training(
     def back(v: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.moveaxis(v.reshape(moved), 0, 1))
 
-    results = (
-        naive.map(back),
-        mean.map(lambda v: v.reshape(-1)),
-        rstd.map(lambda v: v.reshape(-1)),
-    )
-    for value, enclosure in zip(ctx.outputs, results, strict=False):
+    flat_mean = mean.map(lambda v: v.reshape(-1))
+    results = (naive.map(back), flat_mean, rstd.map(lambda v: v.reshape(-1)))
+    # where the stored sum of squares may have overflowed, it may be infinite
+    var_sum = Interval(q_lo, np.where(overflow, np.inf, q_hi))
+    updated = _running_statistics(ctx, flat_mean, var_sum, n, running, momentum)
+    # (the running statistics as the kernel left them: ctx.values gives them as they were)
+    written = [*ctx.outputs, *(t for t in running if t is not None)]
+    enclosures = [*results, *(e for e in updated if e is not None)]
+    for value, enclosure in zip(written, enclosures, strict=True):
         # a safety net under the model of the kernel (tested against mpmath): a value outside
         # is refused, and the decomposition tried (joined to the enclosure when observed)
-        if not ctx.observed and not contains(enclosure.lo, enclosure.hi, ctx.values(value)).all():
+        computed = float64_values(value)
+        if not ctx.observed and not contains(enclosure.lo, enclosure.hi, computed).all():
             raise_unsupported(ctx, "batch_norm in training mode where the kernel's model misses")
-    return results
+    return (*results, *updated)
+
+
+def _running_statistics(
+    ctx: RuleContext,
+    mean: Interval,
+    var_sum: Interval,
+    n: int,
+    running: tuple[Any, Any],
+    momentum: float,
+) -> tuple[Interval | None, Interval | None]:
+    """The running mean and variance after the update (module docstring), None for an absent
+    one; ``mean`` and ``var_sum``: the stored statistics' enclosures, per channel."""
+    updated: list[Interval | None] = []
+    for statistic, batch in zip(running, (mean, var_sum), strict=True):
+        if statistic is None:
+            updated.append(None)
+            continue
+        fmt = dtype_format(statistic.dtype)
+        if fmt is None:
+            raise_unsupported(ctx, f"batch_norm's running statistics in {statistic.dtype}")
+        assert fmt is not None
+        if batch is var_sum:
+            if n < 2:  # 0 / 0
+                updated.append(Interval.whole(tuple(statistic.shape)))
+                continue
+            batch = ew.div(batch, Interval.point(np.asarray(float(n - 1))), fmt)
+        # the momentum as a double, or rounded to nearest onto the format or (below double)
+        # float32
+        given = Interval.point(np.asarray(float(momentum)))
+        rounded = [given.to_nearest(f) for f in (fmt, _F32 if fmt.precision < 53 else fmt)]
+        rate = Interval(
+            np.minimum(rounded[0].lo, rounded[1].lo), np.maximum(rounded[0].hi, rounded[1].hi)
+        )
+        keep = ew.sub(Interval.point(np.asarray(1.0)), rate, fmt)
+        old = ctx.interval(statistic).map(lambda v: v.reshape(-1))
+        total = ew.add(ew.mul(rate, batch, fmt), ew.mul(keep, old, fmt), fmt)
+        shape = tuple(statistic.shape)
+        updated.append(Interval(total.lo.reshape(shape), total.hi.reshape(shape)))
+    return updated[0], updated[1]
 
 
 def _affine(

@@ -157,7 +157,8 @@ def _batch_norm(ctx: RuleContext) -> Any:
     training = False if no_training else bool(ctx.arg(5, "training"))
     eps = float(ctx.arg(6 if no_training else 7, "eps"))
     if training:  # float32 and float64 as ATen's kernel computes them; others decomposed
-        return batch_norm_training(ctx, x, weight, bias, eps)
+        momentum = float(ctx.arg(6, "momentum"))
+        return batch_norm_training(ctx, x, weight, bias, (running_mean, running_var), momentum, eps)
     shape = (1, x.shape[1]) + (1,) * (x.dim() - 2)
 
     def per_channel(t: Any) -> Interval | None:
