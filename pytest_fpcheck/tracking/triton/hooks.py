@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FPCheckError, StaleBoundsError, UnsupportedOperation
+from ...formats import FORMATS, Format
 from ...interval.core import Interval
 from ..core import observe
 from ..core.interpose import user_frame
@@ -120,6 +121,10 @@ def _build(interpreter: Any) -> None:
             _HOOKS.append(
                 (builder, name, _hooked(name, getattr(type(builder), name).__get__(builder)))
             )
+    for name, fmt in _CONSTANTS.items():  # (get_bf16 rounds a get_fp32 constant)
+        _HOOKS.append(
+            (builder, name, _constant(fmt, getattr(type(builder), name).__get__(builder)))
+        )
     _HOOKS.append(
         (
             interpreter,
@@ -137,6 +142,33 @@ def _build(interpreter: Any) -> None:
     _HOOKS.append(
         (interpreter, "_patch_lang", _lang_patcher(interpreter._patch_lang, interpreter, tl))
     )
+
+
+#: the builder's constructors of floating constants below double, and their formats: a Python
+#: float (a kernel argument, a literal) reaches the kernel through one of them, rounded to
+#: nearest onto the format of the operation that uses it
+_CONSTANTS = {"get_fp16": FORMATS["float16"], "get_fp32": FORMATS["float32"]}
+
+
+def _constant(fmt: Format, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A constructor of a floating constant whose result, in a bounded launch, encloses both
+    the Python number it was given (the exact value the program means: ``x * 1.1`` is x times
+    the double 1.1, as a float64 reference computes it) and its rounding onto ``fmt``: the
+    hull of the two. Before, the rounded constant was taken as exact, and a correct kernel
+    scaled by a Python float was judged a bug."""
+
+    def hook(value: Any) -> Any:
+        result = original(value)
+        launch = current_launch()
+        if launch is None or launch.memory is None or isinstance(value, (bool, np.bool_)):
+            return result
+        given = np.asarray(value, dtype=np.float64)
+        stored = h.decode(np.asarray(result.data), fmt)
+        if np.isfinite(given).all() and not np.array_equal(given, stored):
+            h.set_interval(result, Interval(np.minimum(given, stored), np.maximum(given, stored)))
+        return result
+
+    return hook
 
 
 def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
