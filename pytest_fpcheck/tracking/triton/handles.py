@@ -66,8 +66,12 @@ def element_type(dtype: Any) -> Any:
 
 
 def is_floating(handle: Any) -> bool:
+    """Does the handle hold floating values? Not a comparison's result, whose handle the
+    interpreter types with its left operand's floating type around boolean data."""
     dtype = element_type(handle.dtype)
-    return not dtype.is_ptr() and bool(dtype.is_floating())
+    if dtype.is_ptr() or not dtype.is_floating():
+        return False
+    return bool(np.asarray(handle.data).dtype != np.bool_)
 
 
 def format_of_type(dtype: Any, *, where: str | None = None) -> Format:

@@ -116,7 +116,10 @@ def instrumented_reduce_ops(
             result = super().apply_impl(input)
             if self.combine_fn is tl.standard._sum_combine:
                 rounded_sum(input[0].handle, result.handle, self.axis, self.keep_dims)
-            if not active(None, None) or not any(h.is_floating(t.handle) for t in input):
+            if not active(None, None):
+                return result
+            if not any(h.is_floating(t.handle) for t in input):
+                _taint_integers(input, result)
                 return result
             kind = self._kind(input)
             outputs = result if isinstance(result, (tuple, list)) else (result,)
@@ -180,6 +183,14 @@ def instrumented_reduce_ops(
     return IntervalReduceOps
 
 
+def _taint_integers(input: Any, result: Any) -> None:
+    """An integer reduction or scan of values that depend on rounding (tainted, or from a
+    comparison rounding may flip: ``tl.sum((x > 0).to(tl.int32))``) depends on rounding."""
+    if any(h.tainted(t.handle) or h.undecided(t.handle) is not None for t in input):
+        for output in result if isinstance(result, (tuple, list)) else (result,):
+            h.set_taint(output.handle, True)
+
+
 def _argument_decided(values: Interval, axes: tuple[int, ...], kind: str) -> bool:
     """Whether the arg-extremum is the same for every choice of values in the intervals."""
     lo, hi = (values.lo, values.hi) if kind == "argmax" else (-values.hi, -values.lo)
@@ -233,6 +244,8 @@ def instrumented_scan_ops(
                         rounded_scan(
                             scan, input[0].handle, result[0].handle, self.axis, self.reverse
                         )
+                if active(None, None):
+                    _taint_integers(input, result)
                 return result
             if self.combine_fn is tl.standard._sum_combine:
                 kind: str | None = "sum"

@@ -35,6 +35,19 @@ def _int_to_float(op: KernelOp) -> None:
         )
     values = np.asarray(source.data)
     as_float = values.astype(np.float64)
+    open_lanes = h.undecided(source)
+    if open_lanes is not None and values.dtype == np.bool_:
+        # a comparison rounding may flip, as a number: 0 or 1 where it is undecided
+        open_lanes = np.broadcast_to(open_lanes, values.shape)
+        set_result(
+            op, Interval(np.where(open_lanes, 0.0, as_float), np.where(open_lanes, 1.0, as_float))
+        )
+        return
+    if open_lanes is not None:
+        raise op.fail(
+            "converting to floating point an integer made from a comparison rounding may flip",
+            how="its other possible values are not bounded; compute it from exact data",
+        )
     if np.abs(as_float).max(initial=0.0) <= 2.0**53:
         set_result(op, Interval.point(as_float))
     else:

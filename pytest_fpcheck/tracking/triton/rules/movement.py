@@ -101,9 +101,13 @@ def _integer(op: KernelOp) -> None:
             how="bit operations on floating values have no interval rule; run this kernel "
             "outside fp.track()",
         )
-    h.set_taint(op.result, any(h.tainted(v) for v in values))
     masks = [h.undecided(v) for v in values]
-    if any(m is not None for m in masks):
+    flippable = any(m is not None for m in masks)
+    # a number made from a comparison rounding may flip (its cast to int32, an index) has
+    # other possible values no undecided mask describes: it depends on rounding
+    boolean = np.asarray(op.result.data).dtype == np.bool_
+    h.set_taint(op.result, any(h.tainted(v) for v in values) or (flippable and not boolean))
+    if flippable:
         shape = np.shape(op.result.data)
         combined = np.zeros(shape, bool)
         for m in masks:
