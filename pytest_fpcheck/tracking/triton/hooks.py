@@ -265,6 +265,16 @@ def _unknown(op: KernelOp) -> None:
 # --- launches ----------------------------------------------------------------------------------
 
 
+def _innermost_cause(error: BaseException, wrapper: type) -> BaseException | None:
+    """What raised inside the interpreter: it wraps an error in ``wrapper`` (its
+    ``InterpreterError``) once per ``@triton.jit`` call level, so an error of a helper the
+    kernel calls (``tl.flip``, ``tl.sort``, a user's ``_attn_fwd_inner``) is nested."""
+    cause = error.__cause__
+    while isinstance(cause, wrapper) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    return cause
+
+
 def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
     def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
         tracker, watch, rounder = observe.bounder(), observe.watcher(), observe.rounder()
@@ -290,7 +300,7 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
             with internal():
                 result = original(self, *args, **kwargs)
         except InterpreterError as error:
-            cause = error.__cause__
+            cause = _innermost_cause(error, InterpreterError)
             if isinstance(cause, UnsupportedOperation) and snapshot is not None:
                 assert tracker is not None
                 return _run_plainly(self, original, args, kwargs, tracker, snapshot, cause)
