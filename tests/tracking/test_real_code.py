@@ -95,6 +95,30 @@ def test_an_out_of_bounds_load_names_kernel_line_argument_offset_and_extent() ->
     )
 
 
+def test_an_out_of_bounds_access_on_views_of_a_larger_buffer_is_named() -> None:
+    """A slice of a buffer, a block of a fused projection: the kernel was given the view, and
+    reaching past it (inside the buffer's memory) is the same bug. Before (a hunt), only the
+    storage's end was checked: the off-by-one store wrote the buffer's next element silently
+    and gave it bounds."""
+    buffer, out_buffer = torch.ones(18), torch.zeros(18)
+    x, out = buffer[:6], out_buffer[6:12]
+    with fp.track(), pytest.raises(fp.OutOfBoundsAccess) as caught:
+        _off_by_one_kernel[(1,)](x, out, 6, BLOCK=8)
+    error = caught.value
+    assert (error.argument, error.offset, error.extent) == ("x_ptr", 6, 6)
+    with (
+        fp.track(),
+        pytest.raises(fp.OutOfBoundsAccess, match=re.escape("out-of-bounds store")) as caught,
+    ):
+        _store_past_end_kernel[(1,)](buffer[6:12], out, 6, BLOCK=8)
+    assert (caught.value.argument, caught.value.offset, caught.value.extent) == ("out_ptr", 6, 6)
+    assert out_buffer[12:].eq(0).all()  # refused before it wrote
+    # two views of one buffer are each their own argument: in range of both, nothing raises
+    with fp.track():
+        _off_by_one_kernel[(1,)](buffer[:7], buffer[7:14], 6, BLOCK=8)
+    assert torch.equal(buffer[7:13], 2 * torch.ones(6))
+
+
 def test_an_out_of_bounds_store_is_refused_before_it_writes() -> None:
     x, out = torch.ones(6), torch.zeros(6)
     with (

@@ -70,6 +70,9 @@ class Region:
     #: which elements the launch stored to (None before its first store): the others keep
     #: whatever they held, NaN included, and the interpreter is only judged on these
     stored: np.ndarray | None = None
+    #: (first byte, end byte, name) of each tensor argument over the storage, from its storage
+    #: offset to one past its last element: what the kernel was given of the storage
+    extents: list[tuple[int, int, str]] = field(default_factory=list)
 
     @property
     def length(self) -> int:
@@ -121,16 +124,24 @@ class LaunchMemory:
         names = names or {}
         for t in tensors:
             storage = t.untyped_storage()
-            if storage.nbytes() == 0 or storage.data_ptr() in regions:
+            if storage.nbytes() == 0:
                 continue
-            regions[storage.data_ptr()] = Region(
-                t,
-                storage.data_ptr(),
-                storage.nbytes(),
-                t.element_size(),
-                dtype_format(t.dtype),
-                name=names.get(id(t), f"argument {len(regions)}"),
-            )
+            name = names.get(id(t), f"argument {len(regions)}")
+            region = regions.get(storage.data_ptr())
+            if region is None:
+                region = regions[storage.data_ptr()] = Region(
+                    t,
+                    storage.data_ptr(),
+                    storage.nbytes(),
+                    t.element_size(),
+                    dtype_format(t.dtype),
+                    name=name,
+                )
+            if t.numel():
+                steps = zip(t.shape, t.stride(), strict=True)
+                span = 1 + sum((size - 1) * abs(stride) for size, stride in steps)
+                first = t.data_ptr() - region.base
+                region.extents.append((first, first + span * t.element_size(), name))
         self.kernel = kernel
         self.regions = sorted(regions.values(), key=lambda r: r.base)
         self._bases = np.array([r.base for r in self.regions], dtype=np.uint64)
@@ -172,12 +183,37 @@ class LaunchMemory:
             outside = offsets >= np.uint64(region.nbytes)
             if outside.any():
                 self._out_of_bounds(int(flat[lanes][outside].min()), int(number), where, access)
+            self._within_arguments(region, offsets, itemsize, where, access)
             if itemsize != region.itemsize or (offsets % np.uint64(itemsize)).any():
                 self._check_reinterpretable(region, where)
             if fmt is not None and region.fmt is not None and fmt.name != region.fmt.name:
                 self._check_reinterpretable(region, where)
             found.append((region, lanes, (offsets // np.uint64(itemsize)).astype(np.int64)))
         return found
+
+    def _within_arguments(
+        self, region: Region, offsets: np.ndarray, itemsize: int, where: str, access: str
+    ) -> None:
+        """Raise :class:`OutOfBoundsAccess` for a byte offset into ``region``'s storage that
+        lies in no tensor argument's extent: the kernel was given a view (a slice of a buffer,
+        a block of a fused projection) and reached past it, into memory it was not given."""
+        inside = np.zeros(offsets.shape, bool)
+        for first, end, _ in region.extents:
+            inside |= (offsets >= np.uint64(first)) & (offsets + np.uint64(itemsize) <= end)
+        if inside.all():
+            return
+        offending = int(offsets[~inside].min())
+        # named after the argument it lies past the end of, or else the first one it precedes
+        before = [e for e in region.extents if e[0] <= offending]
+        first, end, name = max(before) if before else min(region.extents)
+        raise OutOfBoundsAccess(
+            self.kernel,
+            where=where,
+            argument=name,
+            offset=(offending - first) // region.itemsize,
+            extent=(end - first) // region.itemsize,
+            access=access,
+        )
 
     @staticmethod
     def _check_reinterpretable(region: Region, where: str) -> None:
