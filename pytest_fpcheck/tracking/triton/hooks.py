@@ -270,8 +270,11 @@ def _innermost_cause(error: BaseException, wrapper: type) -> BaseException | Non
     ``InterpreterError``) once per ``@triton.jit`` call level, so an error of a helper the
     kernel calls (``tl.flip``, ``tl.sort``, a user's ``_attn_fwd_inner``) is nested."""
     cause = error.__cause__
-    while isinstance(cause, wrapper) and cause.__cause__ is not None:
-        cause = cause.__cause__
+    while isinstance(cause, wrapper):
+        inner = cause.__cause__
+        if inner is None:
+            break
+        cause = inner
     return cause
 
 
