@@ -265,7 +265,7 @@ def _unknown(op: KernelOp) -> None:
 # --- launches ----------------------------------------------------------------------------------
 
 
-def _innermost_cause(error: BaseException, wrapper: type) -> BaseException | None:
+def _innermost_cause(error: BaseException, wrapper: type[BaseException]) -> BaseException | None:
     """What raised inside the interpreter: it wraps an error in ``wrapper`` (its
     ``InterpreterError``) once per ``@triton.jit`` call level, so an error of a helper the
     kernel calls (``tl.flip``, ``tl.sort``, a user's ``_attn_fwd_inner``) is nested."""
