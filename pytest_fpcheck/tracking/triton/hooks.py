@@ -50,7 +50,7 @@ from ..core.interpose import user_frame
 from . import handles as h
 from .launch import STATE, Launch, current_launch
 from .memory import LaunchMemory, tensors_of
-from .memory_hooks import MEMORY_RULES
+from .memory_hooks import MEMORY_RULES, float_atomic_extreme
 from .reduce import instrumented_reduce_ops, instrumented_scan_ops, record_call
 from .rounding import round_result, round_scan, round_sum
 from .rules import RULES, KernelOp
@@ -121,6 +121,10 @@ def _build(interpreter: Any) -> None:
             _HOOKS.append(
                 (builder, name, _hooked(name, getattr(type(builder), name).__get__(builder)))
             )
+    semantic = interpreter.interpreter_semantic
+    for name, kind in (("atomic_max", "max"), ("atomic_min", "min")):
+        original = getattr(type(semantic), name).__get__(semantic)
+        _HOOKS.append((semantic, name, float_atomic_extreme(kind, original)))
     for name, fmt in _CONSTANTS.items():  # (get_bf16 rounds a get_fp32 constant)
         _HOOKS.append(
             (builder, name, _constant(fmt, getattr(type(builder), name).__get__(builder)))

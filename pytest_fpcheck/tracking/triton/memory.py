@@ -299,6 +299,35 @@ class LaunchMemory:
             region.stored[index] = True
             yield region, index, v_lo[lanes], v_hi[lanes]
 
+    def bits_written(
+        self, addresses: np.ndarray, mask: np.ndarray, itemsize: int, where: str
+    ) -> None:
+        """Integers just stored into memory (exact bits): a floating tensor's elements they
+        reached hold exact values now, read back from the memory."""
+        shape = addresses.shape
+        lanes_on = np.flatnonzero(np.broadcast_to(mask, shape).reshape(-1))
+        if lanes_on.size == 0:
+            return
+        for region, _, index in self._locate(
+            addresses.reshape(-1)[lanes_on], None, itemsize, where, "store"
+        ):
+            if region.fmt is None:
+                continue
+            region.load_bounds()
+            self._resolve(region, index)
+            assert region.lo is not None
+            with internal(), torch.no_grad():
+                values = region.flat().detach()[torch.from_numpy(index)]
+                exact = values.to(torch.float64).numpy()
+            region.written = True
+            if region.stored is None:
+                region.stored = np.zeros(region.length, dtype=bool)
+            region.stored[index] = True
+            region.lo[index] = exact
+            if region.hi is not region.lo:
+                assert region.hi is not None
+                region.hi[index] = exact
+
     def store(
         self,
         addresses: np.ndarray,

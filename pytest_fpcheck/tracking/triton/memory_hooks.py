@@ -16,7 +16,7 @@ from . import handles as h
 from .launch import STATE, Launch
 from .rules import KernelOp
 
-__all__ = ["MEMORY_RULES"]
+__all__ = ["MEMORY_RULES", "float_atomic_extreme"]
 
 
 def _element(ptrs: Any) -> tuple[Any, int]:
@@ -70,7 +70,9 @@ def _masked_store(launch: Launch, original: Callable[..., Any], args: tuple[Any,
                 how="e.g. an argmax of values whose intervals overlap; its other possible "
                 "values are not bounded",
             )
-        return original(*args)
+        result = original(*args)
+        _bits_written(launch, op, ptrs, mask, itemsize)
+        return result
     fmt = h.format_of_type(pointee, where=op.where())
     addresses = np.asarray(ptrs.data)
     lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
@@ -88,20 +90,76 @@ def _atomic_rmw(launch: Launch, original: Callable[..., Any], args: tuple[Any, .
     _check_lanes(op, ptrs, mask)
     if not pointee.is_floating():
         result = original(*args)
+        _bits_written(launch, op, ptrs, mask, itemsize)
         return h.set_taint(result, h.tainted(value))
     kind = _ATOMIC_KINDS.get(getattr(rmw_op, "name", str(rmw_op)).upper().split(".")[-1])
     if kind is None:
         raise op.fail(f"atomic {rmw_op} on floating values")
+    _record_atomic(launch, op, kind, ptrs, value, mask)
+    return _schedule_dependent(original(*args))
+
+
+def _record_atomic(
+    launch: Launch, op: KernelOp, kind: str, ptrs: Any, value: Any, mask: Any
+) -> None:
+    """Record an atomic ``fadd``, ``max`` or ``min`` of a floating ``value`` (any order)."""
+    pointee, itemsize = _element(ptrs)
     fmt = h.format_of_type(pointee, where=op.where())
     addresses = np.asarray(ptrs.data)
     lanes = np.broadcast_to(np.asarray(mask.data, bool), addresses.shape)
     launch.bounded.atomic(
         kind, addresses, lanes, h.interval_of(value, fmt), fmt, itemsize, op.where()
     )
-    result = original(*args)
-    # the old value an atomic returns depends on the schedule
+
+
+def _schedule_dependent(result: Any) -> Any:
+    """The old value an atomic returns depends on the schedule: the whole line."""
     everything = np.full(np.shape(result.data), np.inf)
     return h.set_interval(result, Interval(-everything, everything))
+
+
+def _bits_written(launch: Launch, op: KernelOp, ptrs: Any, mask: Any, itemsize: int) -> None:
+    """After a store or atomic of integers (exact bits: a tainted one is refused): what it
+    wrote into a floating tensor's memory (through a pointer cast to an integer type) is
+    exact, and must not keep the enclosure of what the memory held."""
+    addresses = np.asarray(ptrs.data)
+    lanes = np.broadcast_to(
+        np.asarray(mask.data, bool) if mask is not None else True, addresses.shape
+    )
+    launch.bounded.bits_written(addresses, lanes, itemsize, op.where())
+
+
+def float_atomic_extreme(kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``tl.atomic_max``/``tl.atomic_min`` (``kind``) of the interpreter's semantic: Triton
+    implements them on floats as integer atomics on the values' bits (a signed max where the
+    value is non-negative, an unsigned min where negative), whose bit casts of rounded values
+    tracking refuses and whose integer writes it would not see. In a bounded launch the
+    operation is recorded as the floating max or min it is (exact: the enclosure's ends
+    maximised), and Triton's implementation then runs uninstrumented."""
+
+    def atomic(ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
+        launch = STATE.launch
+        if launch is None or launch.memory is None:
+            return original(ptr, val, mask, sem, scope)
+        semantic = original.__self__  # type: ignore[attr-defined]
+        checked_ptr, checked_val, checked_mask = semantic.atom_red_typechecking_impl(
+            ptr, val, mask, kind
+        )
+        if not checked_val.type.scalar.is_floating():
+            return original(ptr, val, mask, sem, scope)
+        args = (kind, checked_ptr.handle, checked_val.handle, checked_mask.handle)
+        op = KernelOp("atomic_rmw", args, None, launch.site)
+        _check_lanes(op, checked_ptr.handle, checked_mask.handle)
+        _record_atomic(launch, op, kind, *args[1:])
+        STATE.launch = None
+        try:
+            result = original(ptr, val, mask, sem, scope)
+        finally:
+            STATE.launch = launch
+        _schedule_dependent(result.handle)
+        return result
+
+    return atomic
 
 
 def _atomic_cas(launch: Launch, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
