@@ -236,3 +236,31 @@ def test_a_correct_scan_kernel_passes_and_a_planted_64u_bug_is_caught() -> None:
     assert verdict.outside > verdict.total // 4
     correct = stochastic_bounds(scan_rows, x, samples=16, seed=12)
     assert fp.classify(scan_rows(x), reference, bounds=correct).kind == "roundoff"
+
+
+@triton.jit
+def _scaled_exp(x_ptr, out_ptr, n, s, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.exp(tl.load(x_ptr + offsets, mask=mask) * s), mask=mask)
+
+
+def _run_scaled_exp(x: torch.Tensor, s: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    _scaled_exp[(4,)](x, out, x.numel(), s, BLOCK=256)
+    return out
+
+
+def test_a_python_float_argument_is_rounded_at_random() -> None:
+    """Triton rounds ``s`` onto float32 once for every element; the samples round it at random
+    (before, every sample used float32(1/3), and the estimate was a bug at 7 of 8 seeds against
+    exp(x / 3), found by a hunt); a planted wrong scale is still a bug."""
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(0)) * 4
+    reference = torch.exp(x.double() / 3)
+    actual = _run_scaled_exp(x, 1 / 3)
+    for seed in range(4):
+        bounds = stochastic_bounds(_run_scaled_exp, x, 1 / 3, seed=seed)
+        assert fp.classify(actual, reference, bounds=bounds).kind == "roundoff", seed
+    planted = stochastic_bounds(_run_scaled_exp, x, 1 / 3 * (1 + 2**-20), seed=0)
+    wrong = _run_scaled_exp(x, 1 / 3 * (1 + 2**-20))
+    assert fp.classify(wrong, reference, bounds=planted).kind == "bug"

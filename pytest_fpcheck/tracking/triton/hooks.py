@@ -52,7 +52,7 @@ from .launch import STATE, Launch, current_launch
 from .memory import LaunchMemory, tensors_of
 from .memory_hooks import MEMORY_RULES, float_atomic_extreme
 from .reduce import instrumented_reduce_ops, instrumented_scan_ops, record_call
-from .rounding import round_result, round_scan, round_sum
+from .rounding import round_constant, round_result, round_scan, round_sum
 from .rules import RULES, KernelOp
 
 __all__ = ["SUPPORTED", "HostCopies", "Launch", "hook_set"]
@@ -158,18 +158,23 @@ def _constant(fmt: Format, original: Callable[..., Any]) -> Callable[..., Any]:
     """A constructor of a floating constant whose result, in a bounded launch, encloses both
     the Python number it was given (the exact value the program means: ``x * 1.1`` is x times
     the double 1.1, as a float64 reference computes it) and its rounding onto ``fmt``: the
-    hull of the two. Before, the rounded constant was taken as exact, and a correct kernel
-    scaled by a Python float was judged a bug."""
+    hull of the two; in a randomly rounded launch it is that number rounded at random. Before,
+    the rounded constant was taken as exact (and rounded the same way in every sample), and a
+    correct kernel scaled by a Python float was judged a bug."""
 
     def hook(value: Any) -> Any:
         result = original(value)
         launch = current_launch()
-        if launch is None or launch.memory is None or isinstance(value, (bool, np.bool_)):
+        if launch is None or isinstance(value, (bool, np.bool_)):
             return result
         given = np.asarray(value, dtype=np.float64)
         stored = h.decode(np.asarray(result.data), fmt)
-        if np.isfinite(given).all() and not np.array_equal(given, stored):
+        if not np.isfinite(given).all() or np.array_equal(given, stored):
+            return result
+        if launch.memory is not None:
             h.set_interval(result, Interval(np.minimum(given, stored), np.maximum(given, stored)))
+        elif launch.rounder is not None:  # a stochastic-arithmetic run: rounded at random
+            round_constant(launch.rounder, launch.kernel, given, result, fmt.name)
         return result
 
     return hook

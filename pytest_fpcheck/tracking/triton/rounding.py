@@ -34,7 +34,7 @@ from ...errors import UnsupportedOperation
 from ..core.observe import OperationRounder
 from . import handles as h
 
-__all__ = ["ROUNDED", "round_result", "round_scan", "round_sum"]
+__all__ = ["ROUNDED", "round_constant", "round_result", "round_scan", "round_sum"]
 
 #: builder operations (without ``create_``) whose floating result is a rounding
 ROUNDED = frozenset(
@@ -117,6 +117,18 @@ def round_result(
     rounded = rounder.kernel_rounded(
         f"{kernel}.{name}", np.broadcast_to(wide, np.shape(result.data)), format_name, operands
     )
+    result.data = _encode(rounded, format_name, result.data)
+    return result
+
+
+def round_constant(
+    rounder: OperationRounder, kernel: str, given: np.ndarray, result: Any, format_name: str
+) -> Any:
+    """A floating constant (``given``, the Python float a kernel argument or literal was)
+    that the builder rounded onto ``format_name`` (``result``), rounded at random instead: the
+    rounding every use of a scaled kernel shares, which the samples must spread."""
+    wide = np.broadcast_to(given, np.shape(result.data))
+    rounded = rounder.kernel_rounded(f"{kernel}.constant", wide, format_name, (wide,))
     result.data = _encode(rounded, format_name, result.data)
     return result
 
