@@ -105,3 +105,34 @@ def test_a_comparison_combined_with_a_mask_is_a_boolean(form: int) -> None:
     assert bounds.contains(y).all()
     expected = [0.0, 3.0, 0.0, 0.75] if form == 0 else [0.0, 3.0, -4.5, 0.75]
     assert y.tolist() == expected
+
+
+@triton.jit
+def _nan_to_zero(x_ptr, y_ptr, n, EQUAL: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask, other=1.0) * 3.0 + 1.0
+    y = tl.where(x == x, x, 0.0) if EQUAL else tl.where(x != x, 0.0, x)
+    tl.store(y_ptr + offsets, y, mask=mask)
+
+
+@pytest.mark.parametrize("equal", [False, True])
+def test_the_nan_test_of_a_value_with_itself_is_decided(equal: bool) -> None:
+    """``x != x`` compares one value with itself, not two independent ones in one interval:
+    decided (False) for finite x whatever the rounding. Before, the lanes were undecided, the
+    enclosure the hull of 0 and x, and the verdict "inconclusive" (found by a hunt). A NaN
+    still passes: the whole line stays undecided."""
+    x = torch.randn(100, generator=torch.Generator().manual_seed(0)) * 10
+    y = torch.empty_like(x)
+    with fp.track(strict=True):
+        _nan_to_zero[(1,)](x, y, 100, EQUAL=equal, BLOCK=128)
+    verdict = fp.classify(y, x.double() * 3 + 1)
+    assert verdict.kind == "roundoff"
+    assert verdict.resolution < 1e-6
+    assert fp.classify(y, x.double() * 3 - 1).kind == "bug"
+    x[7] = float("nan")
+    with fp.track(strict=True):
+        _nan_to_zero[(1,)](x, y, 100, EQUAL=equal, BLOCK=128)
+    assert y[7] == 0
+    bounds = fp.bounds_of(y)
+    assert bounds.lo[7] <= 0 <= bounds.hi[7]

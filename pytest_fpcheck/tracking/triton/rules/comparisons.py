@@ -60,6 +60,11 @@ def _compare(op: KernelOp) -> None:
     h.set_outcome(op.result, np.asarray(outcome, bool))
     if x.is_point and y.is_point:
         return
+    if a is b:
+        # a value compared with itself (``x != x``, the NaN test): one value, not two
+        # independent ones in the same interval; decided unless it may be NaN
+        h.set_undecided(op.result, np.isneginf(x.lo) & np.isposinf(x.hi))
+        return
     h.set_undecided(op.result, ~_decided(kind, x, y))
 
 
