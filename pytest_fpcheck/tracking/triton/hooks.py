@@ -455,9 +455,87 @@ def _lang_patcher(original: Callable[..., Any], interpreter: Any, tl: Any) -> Ca
             return bool(truth(self))
 
         scope.set_attr(tl.tensor, "__bool__", checked_truth)
+        if current_launch().memory is not None:  # type: ignore[union-attr]
+            for name, substitute in _orderings(interpreter, tl).items():
+                scope.set_attr(tl, name, substitute)
+                if hasattr(tl.tensor, name):
+                    scope.set_attr(tl.tensor, name, substitute)
         return scope
 
     return patch
+
+
+def _orderings(interpreter: Any, tl: Any) -> dict[str, Callable[..., Any]]:
+    """``tl.flip``, ``tl.sort`` and ``tl.topk`` of floating values in a bounded launch, as the
+    exact data movement they are: Triton writes them with bit casts of the values to integers
+    (refused for rounded values: the bits of an interval mean nothing), so here they move the
+    data and the enclosures themselves. A flip moves each element's enclosure with it; a sort
+    along the last dimension puts the sorted lower ends and the sorted upper ends in place
+    (the k-th smallest of values each in its interval lies between the k-th smallest lower end
+    and the k-th smallest upper end), the whole line along a row that may hold a NaN; topk is
+    a descending sort's first k. Integer tensors take Triton's own functions."""
+    originals = {name: getattr(tl, name) for name in ("flip", "sort", "topk")}
+
+    def floating(x: Any) -> bool:
+        return isinstance(x, tl.tensor) and h.is_floating(x.handle)
+
+    def moved(x: Any, data: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Any:
+        handle = interpreter.TensorHandle(np.ascontiguousarray(data), x.handle.dtype)
+        h.set_interval(handle, Interval(np.ascontiguousarray(lo), np.ascontiguousarray(hi)))
+        return tl.core.tensor(handle, tl.core.block_type(x.dtype, list(data.shape)))
+
+    def last_dim(x: Any, dim: Any) -> int:
+        rank = len(x.shape)
+        axis = rank - 1 if dim is None else int(getattr(dim, "value", dim)) % rank
+        if axis != rank - 1:
+            raise ValueError("only the last dimension is supported (as Triton's sort)")
+        return axis
+
+    def flip(x: Any, dim: Any = None, **_: Any) -> Any:
+        if not floating(x):
+            return originals["flip"](x, dim)
+        rank = len(x.shape)
+        axis = rank - 1 if dim is None else int(getattr(dim, "value", dim)) % rank
+        enclosure = h.interval_of(x.handle, h.format_of_type(x.handle.dtype))
+        lo = np.broadcast_to(enclosure.lo, np.shape(x.handle.data))
+        hi = np.broadcast_to(enclosure.hi, np.shape(x.handle.data))
+        data = np.asarray(x.handle.data)
+        return moved(x, np.flip(data, axis), np.flip(lo, axis), np.flip(hi, axis))
+
+    def ordered(x: Any, k: Any, dim: Any, descending: Any) -> Any:
+        axis = last_dim(x, dim)
+        fmt = h.format_of_type(x.handle.dtype)
+        data = np.asarray(x.handle.data)
+        values = h.decode(data, fmt)
+        enclosure = h.interval_of(x.handle, fmt)
+        lo = np.sort(np.broadcast_to(enclosure.lo, data.shape), axis=axis)
+        hi = np.sort(np.broadcast_to(enclosure.hi, data.shape), axis=axis)
+        order = np.argsort(values, axis=axis, kind="stable")
+        if bool(getattr(descending, "value", descending)):  # the k-th largest
+            order, lo, hi = np.flip(order, axis), np.flip(lo, axis), np.flip(hi, axis)
+        with np.errstate(invalid="ignore"):
+            nan = np.any(
+                np.isnan(values) | (np.isneginf(enclosure.lo) & np.isposinf(enclosure.hi)),
+                axis=axis,
+                keepdims=True,
+            )
+        lo, hi = np.where(nan, -np.inf, lo), np.where(nan, np.inf, hi)
+        data = np.take_along_axis(data, order, axis=axis)
+        count = data.shape[axis] if k is None else int(getattr(k, "value", k))
+        keep = (slice(None),) * axis + (slice(0, count),)
+        return moved(x, data[keep], lo[keep], hi[keep])
+
+    def sort(x: Any, dim: Any = None, descending: Any = 0, **_: Any) -> Any:
+        if not floating(x):
+            return originals["sort"](x, dim=dim, descending=descending)
+        return ordered(x, None, dim, descending)
+
+    def topk(x: Any, k: Any, dim: Any = None, descending: Any = True, **_: Any) -> Any:
+        if not floating(x):
+            return originals["topk"](x, k, dim=dim, descending=descending)
+        return ordered(x, k, dim, descending)
+
+    return {"flip": flip, "sort": sort, "topk": topk}
 
 
 def _compiled_guard(original: Callable[..., Any]) -> Callable[..., Any]:
