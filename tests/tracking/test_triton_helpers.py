@@ -71,3 +71,31 @@ def test_an_out_of_bounds_load_inside_a_helper_is_named() -> None:
     x, y = torch.randn(100), torch.empty(100)
     with pytest.raises(fp.OutOfBoundsAccess, match="past the end"), fp.track():
         _copy_kernel[(1,)](x, y, 100, BLOCK=128)
+
+
+@triton.jit
+def _third(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) / 3.0, mask=mask)
+
+
+def test_a_buffer_the_kernel_overwrites_does_not_lend_its_old_provenance() -> None:
+    """The widest provenance of a kernel's output names what the kernel read and did, not
+    what the buffer held before it overwrote every element (a hunt found ``aten.exp`` of an
+    earlier use of the buffer named as the widest operation). A buffer it writes only in part
+    keeps its old provenance beside the kernel's."""
+    x = torch.randn(64)
+    with fp.track():
+        out = torch.exp(torch.randn(64) * 5.0)
+    with fp.track():
+        _third[(1,)](x, out, 64, BLOCK=64)
+    names = [name for name, _ in fp.bounds_of(out).provenance.entries]
+    assert names
+    assert all("_third" in name for name in names), names
+    with fp.track():
+        partial = torch.exp(torch.randn(64) * 5.0)
+        _third[(1,)](x, partial, 32, BLOCK=64)
+    names = [name for name, _ in fp.bounds_of(partial).provenance.entries]
+    assert any("exp" in name for name in names), names
+    assert any("_third" in name for name in names), names

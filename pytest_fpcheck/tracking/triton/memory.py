@@ -73,6 +73,9 @@ class Region:
     #: (first byte, end byte, name) of each tensor argument over the storage, from its storage
     #: offset to one past its last element: what the kernel was given of the storage
     extents: list[tuple[int, int, str]] = field(default_factory=list)
+    #: the launch read the region (a load, or an atomic addition onto what it held): its
+    #: provenance is that of what the launch wrote
+    read: bool = False
 
     @property
     def length(self) -> int:
@@ -251,6 +254,7 @@ class LaunchMemory:
             addresses.reshape(-1)[lanes_on], fmt, itemsize, where
         ):
             region.load_bounds()
+            region.read = True
             if region.hi is region.lo:
                 continue  # exact memory: the values read are the enclosure
             assert region.lo is not None
@@ -270,7 +274,8 @@ class LaunchMemory:
         return Interval(lo.reshape(shape), hi.reshape(shape))
 
     def loaded_provenance(self) -> Provenance:
-        return Provenance().merge(*(r.provenance for r in self.regions if r.lo is not None))
+        """The provenance of what the launch read (not of what it only overwrote)."""
+        return Provenance().merge(*(r.provenance for r in self.regions if r.read))
 
     def _writes(
         self,
@@ -368,6 +373,7 @@ class LaunchMemory:
             if region.hi is region.lo:
                 region.hi = region.lo.copy()
             assert region.hi is not None
+            region.read = True  # the result combines what the memory held
             if op == "max":
                 np.maximum.at(region.lo, index, lo)
                 np.maximum.at(region.hi, index, hi)
@@ -445,12 +451,15 @@ class LaunchMemory:
             wrong += int((~contains(region.lo, region.hi, values) & stored).sum())
             total += int(stored.sum())
             interval = _kept(interval, stored, values)
+            # elements the launch did not store keep what they held, its provenance and notes
+            held = region.read or not stored.all()
+            kept = region.provenance if held else Provenance()
             STORE.write(
                 region.flat(),
                 interval,
-                provenance=loaded.merge(provenance),
+                provenance=loaded.merge(kept, provenance),
                 mode=mode,
-                notes=tuple(dict.fromkeys([*region.notes, *notes])),
+                notes=tuple(dict.fromkeys([*(region.notes if held else ()), *notes])),
             )
         if wrong:
             import triton
