@@ -198,8 +198,11 @@ def _hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             launch.observe(short, args, result)
             return result
         if memory_rule is not None:
-            return memory_rule(launch, partial(original, **keywords), args)
+            result = memory_rule(launch, partial(original, **keywords), args)
+            launch.note_formats(result, *args)
+            return result
         result = original(*args, **keywords)
+        launch.note_formats(result)
         record_call(short, args)
         op = KernelOp(short, args, result, launch.site)
         if rule is None:
@@ -328,6 +331,7 @@ def _launcher(original: Callable[..., Any]) -> Callable[..., Any]:
                     provenance=state.provenance(),
                     notes=(f"bounded by the instrumented Triton interpreter (kernel {kernel})",),
                     mode=state.mode,
+                    reduced=state.reduced,
                 )
             except UnsupportedOperation as refused:
                 if snapshot is None:

@@ -44,6 +44,21 @@ class Launch:
     watch: OperationWatcher | None = None
     rounder: OperationRounder | None = None
     widenings: dict[str, float] = field(default_factory=dict)
+    #: a value in bfloat16 or a float8 format went through the launch (the formats whose
+    #: arithmetic and conversions triton 3.9's interpreter gets wrong)
+    reduced: bool = False
+
+    def note_formats(self, *values: Any) -> None:
+        """Set :attr:`reduced` if one of these handles holds bfloat16 or float8 values."""
+        if self.reduced:
+            return
+        for value in values:
+            dtype = getattr(value, "dtype", None)
+            if dtype is not None and hasattr(value, "attr"):
+                name = getattr(h.element_type(dtype), "name", "")
+                if name == "bf16" or name.startswith("fp8"):
+                    self.reduced = True
+                    return
 
     @property
     def bounded(self) -> LaunchMemory:

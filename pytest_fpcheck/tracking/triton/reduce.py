@@ -6,8 +6,9 @@ here compute the interpreter's result and then its enclosure. A compiled kernel 
 tree whose shape depends on the layout, so every bound holds for any order:
 
 * sums: the order-free gamma_{n-1} bound of :func:`pytest_fpcheck.interval.linalg.reduce_sum`
-  in the reduction's type (``tl.sum`` of float16/bfloat16 converts to float32 first, a cast
-  the builder rules already bounded); prefix sums bound each prefix of j terms the same way;
+  in the reduction's type (``tl.sum`` keeps a float16 or bfloat16 input's format unless its
+  ``dtype=`` asks for another, a cast the builder rules bound); prefix sums bound each prefix
+  of j terms the same way;
 * max and min: exact, the interval max/min over the axis; ``argmax``/``argmin`` are exact where
   one element's interval lies above (below) all others, and rounding-dependent elsewhere;
 * ``tl.reduce``/``tl.associative_scan`` with a user combine function: the function is traced once
