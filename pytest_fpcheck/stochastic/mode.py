@@ -272,6 +272,16 @@ def _refuse_complex(func: torch._ops.OpOverload) -> None:
     )
 
 
+def _refuse_layout(name: str, layout: torch.layout) -> None:
+    """Sparse (and other non-strided) tensors are not rounded at random: refused, naming the
+    operation (before, the rounding of a sparse result crashed inside a reshape)."""
+    raise UnsupportedOperation(
+        name,
+        how=f"tensors of layout {layout} are not rounded at random by stochastic_bounds; "
+        "estimate with dense tensors (.to_dense()), or bound this code with fp.track()",
+    )
+
+
 def _widen(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.dtype in _NARROW:
         return value.to(torch.float32)
@@ -547,6 +557,9 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         flat = _leaves(args) + _leaves(tuple(kwargs.values()))
         if any(isinstance(v, torch.Tensor) and v.is_complex() for v in flat):
             _refuse_complex(func)
+        for v in flat:
+            if isinstance(v, torch.Tensor) and v.layout != torch.strided:
+                _refuse_layout(functional, v.layout)
         floating = [v for v in flat if isinstance(v, torch.Tensor) and v.dtype in _FORMATS]
         if not floating:
             return self._call(func, args, kwargs)
@@ -566,6 +579,8 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if isinstance(leaf, torch.Tensor):
                 if leaf.is_complex():
                     _refuse_complex(func)
+                if leaf.layout != torch.strided:
+                    _refuse_layout(functional, leaf.layout)
                 self.dtypes.add(leaf.dtype)
         if mutable and not any(isinstance(leaf, torch.Tensor) for leaf in _results(result)[0]):
             # an operation in place that returns nothing (_foreach_mul_): what it wrote
@@ -747,6 +762,8 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs: dict[str, Any],
     ) -> torch.Tensor:
         """One result computed in a wider (or its own) format, rounded at random to ``target``."""
+        if wide.layout != torch.strided:
+            _refuse_layout(functional, wide.layout)
         fmt = _format(target)
         if fmt is None or wide.dtype not in _FORMATS:
             return wide.to(target) if wide.dtype != target else wide

@@ -96,6 +96,21 @@ def test_complex_arithmetic_is_refused_not_estimated_without_spread() -> None:
         fp.stochastic_bounds(fn, x, samples=4, seed=1)
 
 
+@pytest.mark.parametrize("given", [False, True])
+def test_sparse_tensors_are_refused_naming_the_operation(given: bool) -> None:
+    """Built inside ``fn`` or passed to it: the rounding of a sparse result crashed inside a
+    reshape ("reshape is not implemented for sparse tensors")."""
+    x = torch.randn(8, 8)
+
+    def fn(v: torch.Tensor, s: torch.Tensor | None = None) -> torch.Tensor:
+        sparse = v.relu().to_sparse() if s is None else s
+        return torch.sparse.mm(sparse, v)
+
+    args = (x, x.relu().to_sparse()) if given else (x,)
+    with pytest.raises(fp.UnsupportedOperation, match=r"layout torch\.sparse_coo"):
+        fp.stochastic_bounds(fn, *args, samples=4, seed=1)
+
+
 @pytest.mark.filterwarnings("ignore:LSTM with projections")
 def test_a_float32_lstm_is_round_off_of_its_float64_twin() -> None:
     """oneDNN's fused LSTM layer has no float64 kernel and rounds its time steps unseen: its
