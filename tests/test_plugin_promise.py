@@ -81,6 +81,26 @@ def test_compiled_fullgraph():
     assert torch.allclose(scaled(x).sum(-1), torch.ones(2))
 
 
+def test_sparse_and_nested_layouts():
+    coo = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.tensor([3.0, 4.0]), (2, 2))
+    assert (coo @ torch.ones(2, 1)).flatten().tolist() == [3.0, 4.0]
+    csr = torch.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse_csr()
+    assert (csr @ torch.ones(2, 1)).flatten().tolist() == [2.0, 3.0]
+    nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]) * 2
+    assert nested.is_nested
+
+
+def test_fake_and_meta_tensors():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.randn(3, 3)
+        y = x @ x
+    assert y.shape == (3, 3)
+    z = torch.empty(3, 4, device="meta") @ torch.empty(4, 2, device="meta")
+    assert z.shape == (3, 2)
+
+
 def test_a_real_failure():
     assert torch.ones(2).sum() == 3
 
@@ -90,7 +110,7 @@ def test_expected_to_fail():
     torch.mm(torch.ones(2, 3), torch.ones(2, 3))
 """
 
-OUTCOMES = {"passed": 6, "failed": 1, "xfailed": 1}
+OUTCOMES = {"passed": 8, "failed": 1, "xfailed": 1}
 
 
 def _report(path: Path) -> dict[str, Any]:

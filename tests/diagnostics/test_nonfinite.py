@@ -396,3 +396,33 @@ def test_report_prints_to_a_file(capsys: pytest.CaptureFixture[str]) -> None:
         torch.sqrt(torch.tensor([-1.0]))
     watch.report()
     assert capsys.readouterr().out == watch.report_text() + "\n"
+
+
+@pytest.mark.filterwarnings("ignore:Sparse invariant checks:UserWarning")
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support:UserWarning")
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+def test_sparse_nested_fake_and_meta_tensors_are_observed_without_breaking_anything() -> None:
+    """The watch reads a sparse tensor's stored values, and nothing of a nested, meta or fake
+    tensor (a hunt: sparse and nested tensors raised inside the watch, so ``pytest --fpcheck``
+    failed passing tests; a ``FakeTensorMode`` tensor was read and the process crashed)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with watch_nonfinite() as watch:
+        coo = torch.sparse_coo_tensor(
+            torch.tensor([[0, 1], [1, 0]]), torch.tensor([3.0, 0.0]), (2, 2)
+        )
+        out = coo @ torch.ones(2, 1)
+        csr = torch.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse_csr()
+        assert (csr @ torch.ones(2, 1)).flatten().tolist() == [2.0, 3.0]
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]) * 2
+        assert nested.is_nested
+        with FakeTensorMode():
+            fake = torch.randn(3, 3)
+            assert (fake @ fake).shape == (3, 3)
+        meta = torch.empty(3, 4, device="meta") @ torch.empty(4, 2, device="meta")
+        assert meta.shape == (3, 2)
+        halved = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([3.0]), (2,)) / 0.0
+    assert out.flatten().tolist() == [3.0, 0.0]
+    kinds = {(event.op, event.kind) for event in watch.appearances()}
+    assert ("aten.div", "inf") in kinds  # 3 / 0 in a sparse tensor's stored values
+    assert halved.is_sparse

@@ -94,6 +94,36 @@ _SAME_WIDTH_INT = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.in
 _SERIAL_PIECE = 32767  # below at::internal::GRAIN_SIZE: ATen runs it on the calling thread
 
 
+_SPARSE = frozenset(
+    {torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc}
+)
+
+
+def _watchable(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """What the watch can read of these tensors: a strided tensor (or a parameter) itself, a
+    sparse tensor's stored values; nothing of a nested tensor, a meta one or a tensor subclass
+    (a ``FakeTensorMode`` tensor has no data: reading one crashed the process). The watch
+    observes; it must never make a program fail."""
+    readable = []
+    for t in tensors:
+        if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.is_meta or t.is_nested:
+            continue
+        if _strided(t):
+            readable.append(t)
+        elif t.layout in _SPARSE:
+            readable.append(t.values() if t.layout != torch.sparse_coo else t._values())
+    return readable
+
+
+def _strided(t: torch.Tensor) -> bool:
+    """A plain strided tensor with data the watch can read."""
+    return (
+        type(t) in (torch.Tensor, torch.nn.Parameter)
+        and t.layout == torch.strided
+        and not (t.is_meta or t.is_nested)
+    )
+
+
 def _read_tensors(call: OpCall) -> list[torch.Tensor]:
     """The floating tensors an operation reads: its arguments less ``self`` of an overwriting
     in-place operation (``fill_``, ``copy_``, ...) and the ``out=`` arguments it only writes."""
@@ -103,8 +133,9 @@ def _read_tensors(call: OpCall) -> list[torch.Tensor]:
         if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
     }
     args = call.args[1:] if call.packet in _OVERWRITES else call.args
-    return floating_tensors(args) + floating_tensors(
-        {k: v for k, v in call.kwargs.items() if k not in written}
+    return _watchable(
+        floating_tensors(args)
+        + floating_tensors({k: v for k, v in call.kwargs.items() if k not in written})
     )
 
 
@@ -310,13 +341,18 @@ class Watch(Interposer):
         if func.is_view or call.packet in _UNINITIALISED:
             return run()
         inputs = _read_tensors(call)
+        everything = floating_tensors(call.args) + floating_tensors(call.kwargs)
         with internal(), torch.no_grad():
             before = self._input_state(inputs) if func._schema.is_mutable else None
             div0 = 0
-            if "div0" in self._watched and call.packet in _DIVISIONS:
+            if (
+                "div0" in self._watched
+                and call.packet in _DIVISIONS
+                and all(_strided(t) for t in everything)
+            ):
                 div0 = _division_by_zero(call)
         result = run()
-        outputs = floating_tensors(result)
+        outputs = _watchable(floating_tensors(result))
         if not outputs:
             return result
         self.operations += 1
@@ -329,11 +365,11 @@ class Watch(Interposer):
         overwrote) are examined at the boundary, against its floating inputs (module
         docstring)."""
         written = {id(t) for t in region.written}
-        outputs = region.outputs + region.written
+        outputs = _watchable(region.outputs + region.written)
         if not outputs:
             return
         self.operations += 1
-        inputs = [t for t in region.inputs if id(t) not in written]
+        inputs = _watchable([t for t in region.inputs if id(t) not in written])
         call = _RegionCall(region)
         with internal(), torch.no_grad():
             self._classify(call, inputs, outputs, None, 0)

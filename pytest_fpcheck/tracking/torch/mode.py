@@ -68,6 +68,11 @@ _COMPLEX = (
     "outside fp.track()"
 )
 #: why an operation on a tensor with a lazy negation or conjugation bit is refused
+_LAYOUT = (
+    "sparse, nested and other non-strided tensors have no interval rules: what such an "
+    "operation produces has no bounds; convert to a dense tensor (.to_dense(), "
+    ".to_padded_tensor()) for a bounded result, or run this code outside fp.track()"
+)
 _LAZY = (
     "an operand carries PyTorch's lazy negation or conjugation bit (a view such as "
     "z.conj().imag), whose values are not those of the storage the bounds live beside: its "
@@ -407,6 +412,9 @@ class Tracker(Interposer):
             inputs += tensors(call.kwargs)
         if any(t.is_complex() or t.is_neg() or t.is_conj() for t in inputs):
             return self._complex(call, run, schema, inputs)
+        if any(t.layout != torch.strided or t.is_nested for t in inputs):
+            run()
+            raise UnsupportedOperation(call.name, where=call.location or None, how=_LAYOUT)
         mutable = schema.mutable
         # what the kernel writes beside its results although its schema does not say so (a
         # training batch norm's running statistics): read before it runs, recorded after
@@ -423,6 +431,8 @@ class Tracker(Interposer):
                     snapshot[id(t)] = _snapshot(t, record)
         out = run()
         outputs = tensors(out)
+        if any(t.layout != torch.strided or t.is_nested for t in outputs):
+            raise UnsupportedOperation(call.name, where=call.location or None, how=_LAYOUT)
         if not outputs:
             if rule is None and any(dtype_format(t.dtype) for t in written_arguments(call)):
                 # returns nothing but overwrites floating arguments (_fused_adam_, ...): what
