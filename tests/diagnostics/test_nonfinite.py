@@ -3,9 +3,11 @@ flows, scope (thread, block, nesting with fp.track) and the report's layout."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -426,3 +428,21 @@ def test_sparse_nested_fake_and_meta_tensors_are_observed_without_breaking_anyth
     kinds = {(event.op, event.kind) for event in watch.appearances()}
     assert ("aten.div", "inf") in kinds  # 3 / 0 in a sparse tensor's stored values
     assert halved.is_sparse
+
+
+@pytest.mark.parametrize("name", ["numpy_helpers", "triton_ops", "pluggyish"])
+def test_a_user_module_named_like_a_library_is_the_users(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module whose name merely starts with ``numpy`` or ``triton`` is the user's (a hunt:
+    ``numpy_helpers.py`` and ``triton_ops.py`` were skipped as library frames, and the report
+    named the caller's line)."""
+    (tmp_path / f"{name}.py").write_text(
+        "def normalise(x):\n    total = x.sum()\n    return x / total  # the division\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    with watch_nonfinite() as watch:
+        module.normalise(torch.zeros(4))
+    sources = {event.source for event in watch.appearances()}
+    assert sources == {(str(tmp_path / f"{name}.py"), 3)}

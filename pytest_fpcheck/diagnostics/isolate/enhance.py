@@ -40,7 +40,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ...adapters.torch import dtype_format
-from ...tracking.core.frames import _PACKAGE_DIR, _SKIPPED_MODULE_PREFIXES, _SKIPPED_PREFIXES
+from ...tracking.core.frames import _PACKAGE_DIR, outside_user_code
 from ...tracking.core.interpose import Interposer, OpCall
 from .sites import Site
 
@@ -191,11 +191,7 @@ def site_key(call: OpCall, stop: FrameType | None) -> tuple[Key, tuple[str, int]
         filename = code.co_filename
         if not filename.startswith(_PACKAGE_DIR):
             frames.append((filename, code.co_firstlineno, frame.f_lasti))
-            if (
-                not filename.startswith(_SKIPPED_PREFIXES)
-                and not filename.startswith("<")
-                and not frame.f_globals.get("__name__", "").startswith(_SKIPPED_MODULE_PREFIXES)
-            ):
+            if not outside_user_code(filename, frame.f_globals.get("__name__", "")):
                 source = (filename, frame.f_lineno)
                 break
         frame = frame.f_back  # type: ignore[assignment]

@@ -10,20 +10,35 @@ from types import FrameType
 
 import torch
 
-__all__ = ["describe_location", "user_frame"]
+__all__ = ["describe_location", "outside_user_code", "user_frame"]
 
 #: the package root (pytest_fpcheck/): frames in it are never the user's
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_SKIPPED_PREFIXES = tuple(
-    p
-    for p in {
-        _PACKAGE_DIR,
-        os.path.dirname(os.path.abspath(torch.__file__)),
-        sysconfig.get_paths()["stdlib"],
-    }
+#: folders whose files are never the user's, each ending in a separator (``.../torch/`` is
+#: not a prefix of ``.../torchvision/``)
+_SKIPPED_DIRS = tuple(
+    os.path.join(p, "") for p in {_PACKAGE_DIR, os.path.dirname(os.path.abspath(torch.__file__))}
+)
+_STDLIB_DIR = os.path.join(sysconfig.get_paths()["stdlib"], "")
+#: third-party packages, which a Python installed without a virtual environment keeps inside
+#: its standard library's folder: they are not the standard library
+_SITE_DIRS = tuple(
+    os.path.join(p, "")
+    for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     if p
 )
-_SKIPPED_MODULE_PREFIXES = ("triton", "_pytest", "pluggy", "numpy")
+#: packages whose modules are never the user's: the package itself or a submodule of it
+#: (a user's ``numpy_helpers`` or ``triton_ops`` is not numpy's or triton's)
+_SKIPPED_PACKAGES = ("triton", "_pytest", "pluggy", "numpy")
+
+
+def outside_user_code(filename: str, module: str) -> bool:
+    """Whether a frame of this file and module is outside the user's code."""
+    if filename.startswith(("<", *_SKIPPED_DIRS)):
+        return True
+    if filename.startswith(_STDLIB_DIR) and not filename.startswith(_SITE_DIRS):
+        return True
+    return any(module == p or module.startswith(p + ".") for p in _SKIPPED_PACKAGES)
 
 
 def describe_location(source: tuple[str, int] | None, module_path: str) -> str:
@@ -43,12 +58,7 @@ def user_frame(start: FrameType | None = None) -> tuple[str, int] | None:
     frame = start or sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        module = frame.f_globals.get("__name__", "")
-        if (
-            not filename.startswith(_SKIPPED_PREFIXES)
-            and not filename.startswith("<")
-            and not module.startswith(_SKIPPED_MODULE_PREFIXES)
-        ):
+        if not outside_user_code(filename, frame.f_globals.get("__name__", "")):
             return filename, frame.f_lineno
         frame = frame.f_back  # type: ignore[assignment]
     return None
