@@ -12,6 +12,7 @@ function here.
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -68,9 +69,24 @@ class OrderImpl:
         return self.description
 
 
+def _module_of(fn: Any) -> str:
+    """The module ``fn`` comes from: a ``functools.partial``'s function's, a method
+    descriptor's class's (``torch.Tensor.sum``: torch's), else its own or its owner's."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    owner = getattr(fn, "__objclass__", None)
+    if owner is not None:
+        return str(owner.__module__)
+    return str(getattr(fn, "__module__", None) or type(getattr(fn, "__self__", None)).__module__)
+
+
 def _name(fn: Callable[..., Any]) -> str:
-    """``module.qualname`` of a Python function, ``module.name`` of a builtin (``torch.sum``)."""
-    module = getattr(fn, "__module__", None) or type(getattr(fn, "__self__", None)).__module__
+    """``module.qualname`` of a Python function, ``module.name`` of a builtin (``torch.sum``),
+    ``partial(name, ...)`` of a ``functools.partial``."""
+    if isinstance(fn, functools.partial):
+        settings = [repr(a) for a in fn.args] + [f"{k}={v!r}" for k, v in fn.keywords.items()]
+        return f"partial({', '.join([_name(fn.func), *settings])})"
+    module = _module_of(fn)
     if isinstance(fn, types.FunctionType):
         name = fn.__qualname__
     else:
@@ -88,8 +104,7 @@ def _backend(fn: Any, backend: str | None) -> str:
         if backend not in _BACKENDS:
             raise InvalidArgument("backend", backend, "one of 'numpy', 'torch', 'python'")
         return backend
-    module = getattr(fn, "__module__", None) or type(getattr(fn, "__self__", None)).__module__
-    root = (module or "").split(".")[0]
+    root = _module_of(fn).split(".")[0]
     if root == "torch":
         return "torch"
     if root in _PYTHON_MODULES:

@@ -3,6 +3,7 @@ reveal reproduce the implementation bit for bit, and bad arguments are named."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import subprocess
@@ -90,6 +91,23 @@ def _my_sum(x: Any) -> Any:
     for value in x:
         total = total + value
     return total
+
+
+def test_a_partial_and_a_tensor_method_take_their_functions_backend() -> None:
+    """A ``functools.partial`` names the module ``functools`` and a method descriptor
+    ``builtins``: both were sent Python lists and failed inside torch (a hunt); they take the
+    backend of the function they wrap."""
+    torch = pytest.importorskip("torch")
+    for fn in (functools.partial(torch.sum, dim=0), torch.Tensor.sum):
+        impl = sum_of(fn)
+        assert reveal_order(impl, 16, dtype="float32") == reveal_order(
+            sum_of(torch.sum), 16, dtype="float32"
+        )
+    impl = sum_of(functools.partial(np.sum, dtype=np.float64))
+    assert repr(impl) == "sum_of(partial(numpy.sum, dtype=<class 'numpy.float64'>))"
+    assert reveal_order(impl, 16, dtype="float64") == reveal_order(
+        sum_of(np.sum), 16, dtype="float64"
+    )
 
 
 def test_a_function_whose_module_says_nothing_gets_a_numpy_array() -> None:
