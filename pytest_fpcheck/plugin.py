@@ -162,6 +162,14 @@ def dual_delta_result(request: pytest.FixtureRequest, _fpcheck_dual_delta_case: 
     return _fpcheck_dual_delta_case
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A bad ``@pytest.mark.fpcheck`` keyword or value errors the test in its setup, before it
+    runs (docs/plugin.md), as a bad ``dual_delta`` marker does at collection; found in the call
+    it was a failure of the test."""
+    settings_for(item)
+    allowed_sites(item)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """Collect the test's verdicts; under --fpcheck, run it inside fp.track(); fail a

@@ -285,13 +285,17 @@ def test_marker_overrides_settings_per_test(pytester: pytest.Pytester) -> None:
         ),
     ],
 )
-def test_bad_marker_errors_the_test(pytester: pytest.Pytester, marker: str, message: str) -> None:
+@pytest.mark.parametrize("fixture", ["fpcheck", ""])
+def test_bad_marker_errors_the_test(
+    pytester: pytest.Pytester, marker: str, message: str, fixture: str
+) -> None:
+    """With or without the fixture (without it, a hunt found the test FAILED in its call)."""
     pytester.makepyfile(
         f"""
         import pytest
 
         @pytest.mark.{marker}
-        def test_marked(fpcheck):
+        def test_marked({fixture}):
             pass
         """
     )
@@ -609,7 +613,7 @@ def test_bad_allow_list(pytester: pytest.Pytester) -> None:
         """
     )
     result = pytester.runpytest_subprocess("--fpcheck")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         [
             "*@pytest.mark.fpcheck(allow=...)='aten.sqrt' (type str) is not valid: expected a list of fnmatch patterns (strings).*"
