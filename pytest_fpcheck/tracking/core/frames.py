@@ -29,16 +29,17 @@ _SITE_DIRS = tuple(
 )
 #: packages whose modules are never the user's: the package itself or a submodule of it
 #: (a user's ``numpy_helpers`` or ``triton_ops`` is not numpy's or triton's)
-_SKIPPED_PACKAGES = ("triton", "_pytest", "pluggy", "numpy")
+_SKIPPED_PACKAGES = frozenset({"triton", "_pytest", "pluggy", "numpy"})
+_SKIPPED_STARTS = ("<", *_SKIPPED_DIRS)
 
 
 def outside_user_code(filename: str, module: str) -> bool:
     """Whether a frame of this file and module is outside the user's code."""
-    if filename.startswith(("<", *_SKIPPED_DIRS)):
+    if filename.startswith(_SKIPPED_STARTS):
         return True
     if filename.startswith(_STDLIB_DIR) and not filename.startswith(_SITE_DIRS):
         return True
-    return any(module == p or module.startswith(p + ".") for p in _SKIPPED_PACKAGES)
+    return module.partition(".")[0] in _SKIPPED_PACKAGES
 
 
 def describe_location(source: tuple[str, int] | None, module_path: str) -> str:

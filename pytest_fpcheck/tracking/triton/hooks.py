@@ -36,6 +36,7 @@ Supported triton releases: :data:`SUPPORTED` (checked on first use).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -469,6 +470,7 @@ def _lang_patcher(original: Callable[..., Any], interpreter: Any, tl: Any) -> Ca
     return patch
 
 
+@functools.cache
 def _orderings(interpreter: Any, tl: Any) -> dict[str, Callable[..., Any]]:
     """``tl.flip``, ``tl.sort`` and ``tl.topk`` of floating values in a bounded launch, as the
     exact data movement they are: Triton writes them with bit casts of the values to integers
