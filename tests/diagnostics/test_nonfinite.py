@@ -116,7 +116,8 @@ def test_division_by_zero_counts_finite_dividends_over_zero() -> None:
         a / b
     div0 = only(watch, "div0")
     assert (div0.op, div0.count, div0.appeared) == ("aten.div", 2, True)  # 1/0 and 0/0
-    assert only(watch, "nan").appeared is False  # 0/0 next to an Inf input: propagated
+    # element by element: 0/0's NaN appeared, beside the Inf input of another element
+    assert only(watch, "nan").appeared is True
     assert only(watch, "inf").count == 2
 
 
@@ -446,3 +447,20 @@ def test_a_user_module_named_like_a_library_is_the_users(
         module.normalise(torch.zeros(4))
     sources = {event.source for event in watch.appearances()}
     assert sources == {(str(tmp_path / f"{name}.py"), 3)}
+
+
+def test_an_element_wise_operation_is_judged_element_by_element() -> None:
+    """An INF born by 1 / 0 is an appearance although another element of an input held a NaN,
+    and it does not name that NaN as its origin (a hunt: it was "propagated" from it); a NaN
+    at the element that held one is propagated, with its origin."""
+    with watch_nonfinite() as watch:
+        a = torch.log(torch.tensor([-1.0, 1.0]))  # NaN appears at element 0
+        b = a + torch.tensor([0.0, 1.0])
+        b / torch.tensor([1.0, 0.0])  # element 1: 1 / 0
+    log = next(e for e in watch.events if e.op == "aten.log")
+    divisions = {e.kind: e for e in watch.events if e.op == "aten.div"}
+    assert divisions["inf"].appeared is True
+    assert divisions["inf"].origins == set()
+    assert divisions["nan"].appeared is False
+    assert divisions["nan"].origins == {log.key}
+    assert [e.op for e in watch.appearances()] == ["aten.log", "aten.div", "aten.div"]

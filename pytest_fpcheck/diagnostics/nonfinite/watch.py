@@ -236,6 +236,33 @@ class _InputState:
         return not self.nonfinite
 
 
+def _fresh_elements(kind: str, out: torch.Tensor, inputs: list[torch.Tensor]) -> tuple[bool, bool]:
+    """For an element-wise operation whose inputs hold exceptional values somewhere: (does an
+    element of ``out`` of this kind sit where every input's element, broadcast, is finite (and,
+    for a subnormal, normal or zero), does one sit where an input's is not). The first
+    appeared there, as GPU-FPX judges each thread: ``b / [1, 0]`` with ``b = [nan, 1]`` makes
+    an INF at the second element, unrelated to the NaN at the first; the second carries what
+    its inputs held. (False, True), the per-tensor rule, where the inputs do not broadcast."""
+    exceptional = torch.zeros(out.shape, dtype=torch.bool, device=out.device)
+    try:
+        for t in inputs:
+            values = _values(t)
+            mask = ~torch.isfinite(values)
+            if kind == "subnormal":
+                mask = mask | ((values.abs() < torch.finfo(t.dtype).tiny) & (values != 0))
+            exceptional |= mask.broadcast_to(out.shape)
+    except RuntimeError:  # shapes that do not broadcast, another device
+        return False, True
+    found = _values(out)
+    if kind == "nan":
+        here = torch.isnan(found)
+    elif kind == "inf":
+        here = torch.isinf(found)
+    else:
+        here = (found.abs() < torch.finfo(out.dtype).tiny) & (found != 0)
+    return bool((here & ~exceptional).any()), bool((here & exceptional).any())
+
+
 def _division_by_zero(call: OpCall) -> int:
     """How many output elements divide a finite dividend by zero (0/0 included; 0 when none).
 
@@ -384,6 +411,13 @@ class Watch(Interposer):
     ) -> None:
         state = before
         origins: frozenset[EventKey] | None = None
+        # element by element for an element-wise operation that keeps its inputs (an in-place
+        # one has overwritten its input with the output by now)
+        pointwise = (
+            isinstance(call, OpCall)
+            and torch.Tag.pointwise in call.func.tags
+            and not call.func._schema.is_mutable
+        )
         for position, out in enumerate(outputs):
             found = _counts(out, self._watched)
             if position == 0 and div0:
@@ -400,10 +434,16 @@ class Watch(Interposer):
             carried = set(origins)
             for kind, count in found.items():
                 event = self._record(call, out.dtype, kind, count)
-                if kind == "div0" or state.appeared(kind):
+                whole = kind == "div0" or state.appeared(kind)
+                fresh, inherited = (
+                    (whole, not whole)
+                    if whole or not pointwise
+                    else _fresh_elements(kind, out, inputs)
+                )
+                if fresh:
                     event.appeared = True
                     carried.add(event.key)
-                else:
+                if inherited:
                     event.origins |= origins
             if key is not None:
                 if not _covers_storage(out):  # a partial write keeps what the rest carried
