@@ -16,6 +16,9 @@ Sections (``--section``, default all):
   deviation to the actual error's spread over the input draws (RMS over the elements, median
   and range over the seeds): the soundness campaign's random programs (against their exact
   mpmath value), an 8-layer bfloat16 MLP and a bfloat16 transformer block (against float64).
+* ``normalisations``: layer, group and batch norm (evaluation) in float32, bfloat16 and
+  float16, inputs of mean 0 and 3 (outputs near 0 cancel): false Type-II verdicts, where the
+  plain run lies outside its own interval, and the spread ratio.
 * ``triton``: the same for Triton kernels run by the interpreter (``TRITON_INTERPRET=1``, set
   here): the softmax, matmul and layer norm kernels of tests/stochastic/kernels.py, inputs in the
   kernel's format, against their float64 PyTorch references; then with an input or a parameter
@@ -226,6 +229,44 @@ def triton_kernels(seeds: int, samples: int, only: str = "") -> None:
     print()
 
 
+def normalisations(seeds: int, samples: int) -> None:
+    """Layer, group and batch norm (tests/stochastic/models.py) in three formats, inputs of mean
+    0 and 3, against float64: false Type-II verdicts, the elements where the plain run lies
+    outside its own interval, and the estimated/actual spread ratio (RMS over the elements,
+    median and range over the seeds)."""
+    from tests.stochastic.models import NORMALISATIONS
+
+    print(f"## normalisations: false Type-II at confidence 0.999, {seeds} seeds, {samples} samples")
+    for name, make in NORMALISATIONS.items():
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            for offset in (0.0, 3.0):
+                module, draw = make(offset)
+                model = copy.deepcopy(module).to(dtype)
+                reference = copy.deepcopy(model).double()  # the parameters as the model has them
+                kinds: dict[str, int] = {}
+                ratios, outside, total = [], 0, 0
+                for s in range(seeds):
+                    x = draw(s, offset).to(dtype)
+                    with torch.no_grad():
+                        out, expected = model(x), reference(x.double())
+                    bounds = fp.stochastic_bounds(model, x, samples=samples, seed=s)
+                    kind = fp.classify(out, expected, bounds=bounds).kind
+                    kinds[kind] = kinds.get(kind, 0) + 1
+                    plain = out.double().numpy()
+                    outside += int(((plain < bounds.lo) | (plain > bounds.hi)).sum())
+                    total += plain.size
+                    error = np.sqrt(np.mean(np.square(plain - expected.numpy())))
+                    ratios.append(np.sqrt(np.mean(np.square(bounds.estimate.std))) / error)
+                r = np.array(ratios)
+                print(
+                    f"{name}, {str(dtype).removeprefix('torch.')}, mean {offset:g}: verdicts "
+                    f"{kinds}; plain run outside {outside} / {total}; estimated/actual spread "
+                    f"median {np.median(r):.2f} (range {r.min():.2f}-{r.max():.2f})",
+                    flush=True,
+                )
+    print()
+
+
 def random_programs(count: int, samples: int) -> None:
     """The soundness campaign's programs, judged against their exact (mpmath) value."""
     from hypothesis import HealthCheck, Phase, given, settings
@@ -413,6 +454,7 @@ def main() -> None:
             "scan",
             "calibration",
             "programs",
+            "normalisations",
             "triton",
             "power",
             "cost",
@@ -440,6 +482,8 @@ def main() -> None:
         calibration(options.seeds, options.samples)
     if options.section == "programs":
         random_programs(options.seeds, options.samples)
+    if options.section in ("all", "normalisations"):
+        normalisations(options.seeds, options.samples)
     if options.section in ("all", "triton"):
         triton_kernels(options.seeds, options.samples, options.only)
     if options.section in ("all", "power"):

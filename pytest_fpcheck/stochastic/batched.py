@@ -84,6 +84,7 @@ from .mode import (
     _written_operands,
     writes,
 )
+from .normalisation import SUBSTITUTES, substitute
 from .rounding import BatchRandom, in_range
 
 __all__ = ["BatchedMode", "SampleBatch", "Unbatchable"]
@@ -312,9 +313,13 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
             raise Unbatchable("a backward pass")
         if _draws_random(func, args, kwargs):
             raise Unbatchable(f"{func} draws random numbers")
+        functional, passes, mutable = _describe(func)
+        if functional in SUBSTITUTES:
+            run = substitute(func, functional, args, kwargs)
+            if run is not None:
+                return self.reentered(run)  # on the batches: each operation rounded per row
         flat = _leaves(args) + _leaves(tuple(kwargs.values()))
         positions = tuple(i for i, v in enumerate(flat) if type(v) is SampleBatch)
-        functional, passes, mutable = _describe(func)
         mutable = writes(func, functional, mutable, args, kwargs)
         if positions and functional in _RESIZES:
             # resizing the rows' flat storage would shift each sample's values into the next

@@ -93,6 +93,7 @@ from .accurate import ACCURATE
 from .attention import MathAttention
 from .attention import needed as needs_math_attention
 from .memo import Memo
+from .normalisation import SUBSTITUTES, substitute
 from .rounding import (
     Draw,
     add_noise,
@@ -551,6 +552,10 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         own ``__torch_dispatch__`` to keep Dynamo out, a few microseconds per call)."""
         kwargs = kwargs or {}
         functional, passes, mutable = _describe(func)
+        if functional in SUBSTITUTES:
+            run = substitute(func, functional, args, kwargs)
+            if run is not None:
+                return self.reentered(run)
         mutable = writes(func, functional, mutable, args, kwargs)
         if passes or (functional == "aten.index_put" and not _accumulate(args, kwargs)):
             return self._call(func, args, kwargs)
@@ -590,6 +595,15 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return result
 
     __torch_dispatch__ = _dispatch
+
+    def reentered(self, run: Callable[[], Any]) -> Any:
+        """``run()`` with this mode seeing (and rounding) each operation it makes, from within
+        the handling of another (:mod:`.normalisation`'s substitutes)."""
+        TorchDispatchMode.__enter__(self)  # type: ignore[no-untyped-call]
+        try:
+            return run()
+        finally:
+            TorchDispatchMode.__exit__(self, None, None, None)  # type: ignore[no-untyped-call]
 
     # what a batch of samples (pytest_fpcheck.stochastic.batched) does its own way
 

@@ -104,3 +104,52 @@ def run_in(model: torch.nn.Module) -> Callable[[torch.dtype, torch.Tensor], torc
         return copies[dtype](x.to(dtype))  # type: ignore[no-any-return]
 
     return run
+
+
+#: (module, draw(seed, offset) -> an input whose rows have mean ``offset``): normalisations with
+#: weights in [0.5, 1.5] and biases in [-0.5, 0.5]; batch norm in evaluation, its running means
+#: in [offset - 0.5, offset + 0.5] (outputs near 0 where an input is near its mean)
+Normalisation = tuple[torch.nn.Module, Callable[[int, float], torch.Tensor]]
+
+
+def _affine_parameters(module: torch.nn.Module, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        module.weight.copy_(0.5 + torch.rand(module.weight.shape, generator=generator))
+        module.bias.copy_(torch.rand(module.bias.shape, generator=generator) - 0.5)
+
+
+def _input(*shape: int) -> Callable[[int, float], torch.Tensor]:
+    def draw(seed: int, offset: float) -> torch.Tensor:
+        return offset + torch.randn(*shape, generator=torch.Generator().manual_seed(100 + seed))
+
+    return draw
+
+
+def layer_norm(offset: float = 3.0) -> Normalisation:
+    module = torch.nn.LayerNorm(64)
+    _affine_parameters(module, 1)
+    return module, _input(32, 64)
+
+
+def group_norm(offset: float = 3.0) -> Normalisation:
+    module = torch.nn.GroupNorm(4, 16)
+    _affine_parameters(module, 2)
+    return module, _input(8, 16, 5, 5)
+
+
+def batch_norm(offset: float = 3.0) -> Normalisation:
+    module = torch.nn.BatchNorm2d(16).eval()
+    _affine_parameters(module, 3)
+    generator = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        module.running_mean.copy_(offset - 0.5 + torch.rand(16, generator=generator))
+        module.running_var.copy_(0.5 + 1.5 * torch.rand(16, generator=generator))
+    return module, _input(8, 16, 5, 5)
+
+
+NORMALISATIONS: dict[str, Callable[[float], Normalisation]] = {
+    "layer norm": layer_norm,
+    "group norm": group_norm,
+    "batch norm (evaluation)": batch_norm,
+}
