@@ -75,6 +75,17 @@ def tensor_to_float64(t: torch.Tensor, *, argument: str, copy: bool = True) -> N
     return float64_values(t, copy=copy)
 
 
+def batch_norm_channels_last(x: torch.Tensor) -> bool:
+    """Does ATen's CPU batch norm take its channels-last path (``batch_norm_choose_impl``): a
+    contiguous input whose channel stride is 1 (any ``(N, C)`` input), or a channels-last one?
+    That path sums a training batch's statistics in the input's format (float32 for float32),
+    the other in double."""
+    if x.is_contiguous():
+        return x.stride(1) == 1
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    return x.dim() in formats and x.is_contiguous(memory_format=formats[x.dim()])
+
+
 def undeclared_writes(
     func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> list[torch.Tensor]:

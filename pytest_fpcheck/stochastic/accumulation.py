@@ -263,6 +263,11 @@ ACCUMULATIONS: dict[str, Sigma] = {
         (args[0].to(total.dtype) * args[1].to(total.dtype)).square().sum(),
     ).sqrt(),
     "aten.convolution": _convolution_sigma,
+    # a rounding every sample makes of the same value (.shared): one rounding onto a format of
+    # unit round-off args[1], as a Gaussian term
+    "fpcheck.shared_rounding": lambda args, kwargs, total, u, memo: (
+        total.abs() * (math.sqrt(KAPPA) * float(args[1]))
+    ),
 }
 
 

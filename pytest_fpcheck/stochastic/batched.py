@@ -314,10 +314,6 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
         if _draws_random(func, args, kwargs):
             raise Unbatchable(f"{func} draws random numbers")
         functional, passes, mutable = _describe(func)
-        if functional in SUBSTITUTES:
-            run = substitute(func, functional, args, kwargs)
-            if run is not None:
-                return self.reentered(run)  # on the batches: each operation rounded per row
         flat = _leaves(args) + _leaves(tuple(kwargs.values()))
         positions = tuple(i for i, v in enumerate(flat) if type(v) is SampleBatch)
         mutable = writes(func, functional, mutable, args, kwargs)
@@ -337,6 +333,10 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
                         f"{functional} writes a value that differs between the samples into a "
                         "tensor they share"
                     )
+        if functional in SUBSTITUTES:
+            run = substitute(func, functional, args, kwargs)
+            if run is not None:
+                return self.reentered(run)  # on the batches: each operation rounded per row
         physical_args, physical_kwargs = _map_arguments(_unwrap, args, kwargs)
         if not passes and _largest(flat) >= ROW_BY_ROW:
             # (views, selections and exact operations stay batched: a view of the rows, which

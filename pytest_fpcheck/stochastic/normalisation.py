@@ -1,15 +1,15 @@
 """Normalisations in a stochastic run: their statistics rounded, then the kernel's affine map.
 
-Rule: ATen's CPU kernels of layer norm, group norm and batch norm in evaluation compute, per
+Rule: ATen's CPU kernels of layer norm, group norm and batch norm compute, per
 row (group, channel), a mean and a reciprocal standard deviation ``rstd = 1 / sqrt(var + eps)``
 in their accumulation format (float32 for float32, bfloat16 and float16 inputs; float64 for
 float64), then each output from its input with those statistics folded in. The forms, each
-checked bit for bit against torch 2.13's float32 kernels on an x86-64 CPU with fused
+checked bit for bit against torch 2.13's float32 kernels (batch norm in training too) on an x86-64 CPU with fused
 multiply-adds (docs/performance.md, "Normalisations"), ``fma`` one rounding:
 
 * layer norm: ``fma((x - mean) * rstd, w, b)``;
 * group norm and batch norm: ``fma(x, s, fma(-s, mean, b))`` with ``s = rstd * w`` per
-  channel (batch norm in evaluation reads the running statistics).
+  channel (batch norm in evaluation reads the running statistics, in training the batch's).
 
 Where an output is near 0 (``x`` near its row's mean) the rounding of ``mean``, shared by the
 row, dominates its error: about ``u |mean| rstd``, where one rounding of the exact result gives
@@ -30,13 +30,21 @@ modelled as a product and a sum, each rounded at random, the samples of a batch 
 near 0 lay on the coarse grid of the terms, and 16 of them agreed at times by chance: a spread
 of zero beside an exact value a grid step away), and the output converted to its own format (a
 stochastic rounding for half precisions). The statistics a kernel also returns (layer and group
-norm's ``mean`` and ``rstd``) are the rounded ones the samples used; batch norm's per-channel
-shift, the same in every sample, takes a Gaussian term too (:func:`_gaussian`), converted to the dtype the
+norm's ``mean`` and ``rstd``) are the rounded ones the samples used; a value many outputs
+share whose rounding 16 samples may all make alike takes a Gaussian term too (:mod:`.shared`:
+batch norm's per-channel shift in evaluation, a training batch's mean where the kernel rounds
+it onto a narrower format before normalising with it, as it does for half precisions), converted to the dtype the
 kernel gives them; batch norm's empty ones are empty. The backward kernels are unchanged
 (computed wider, rounded once).
 
-Batch norm in training mode keeps the mode's general rule: it also writes the running
-statistics, which the mode rounds from its wider run (:mod:`.mode`).
+Batch norm in training takes its statistics from the batch, as ATen's CPU kernel computes
+them: in double for a float32 input on the contiguous path (each statistic then rounded once
+onto float32), in float32 one element after another on the channels-last path (channels-last
+inputs and every ``(N, C)`` input: 13 units of float32 measured on a mean of 4,096 terms; a
+product by a row of ones, whose accumulation term is the sequential one), in float32 for half
+precisions; then the same affine map, and the running statistics updated in the statistics'
+format and rounded onto their own (in a batch of samples, a write into the module's running
+statistics, which every sample shares, hands the call to the samples run one at a time).
 """
 
 from __future__ import annotations
@@ -45,6 +53,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from ..adapters.torch import batch_norm_channels_last
+from .shared import shared_rounding
 
 __all__ = ["SUBSTITUTES", "substitute"]
 
@@ -60,6 +71,14 @@ def _converted(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         return x
     converted: torch.Tensor = torch.ops.aten._to_copy.default(x, dtype=dtype)
     return converted
+
+
+#: a training batch norm's statistics are computed in ATen's accumulation type on the CPU
+_STATISTICS = {
+    torch.float32: torch.float64,
+    torch.bfloat16: torch.float32,
+    torch.float16: torch.float32,
+}
 
 
 def _accumulator(x: torch.Tensor) -> torch.Tensor:
@@ -136,21 +155,12 @@ def _layer_norm(
     return run
 
 
-def _gaussian(t: torch.Tensor) -> torch.Tensor:
-    """``t`` plus a Gaussian term of about its rounding's size, rounded at random: a one-term
-    sum, whose accumulation term the mode adds (``sqrt(2 KAPPA) u |t|``, :mod:`.accumulation`).
-
-    Why: a value every sample computes from the same operands (batch norm's per-channel shift
-    ``b - s * mean`` in evaluation, from parameters and running statistics only) is rounded
-    by the 16 samples in 16 strata, and where its exact value lies within 1/16 of a grid step
-    of a grid point, all or all but one of them round it the same way: its error is then the
-    same in every sample, unseen by their spread. An output near 0 (``x`` near the running
-    mean) inherits that error whole: measured, 4 false Type-II verdicts in 200 seeds on a
-    float32 batch norm with inputs near its running means. With the Gaussian term, none; the
-    estimated spread is then 2.2 times the actual error's there (1.3 without), the price of
-    covering that rounding in every sample (docs/performance.md, "Normalisations")."""
-    total: torch.Tensor = t.unsqueeze(0).sum(0)
-    return total
+def _shared(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t``, which every sample computes from the same operands or which many outputs share,
+    rounded onto ``dtype`` with a Gaussian term of that rounding's size first
+    (:mod:`.shared`)."""
+    u = torch.finfo(dtype).eps / 2  # the unit round-off
+    return _converted(shared_rounding(t, u), dtype)
 
 
 def _affine(
@@ -165,11 +175,14 @@ def _affine(
     ``mean`` and ``rstd`` of shape ``(N or 1, C)``), each ``p * q + r`` one rounding (the
     kernels' fused multiply-adds: ``addcmul``, which the mode computes wider and rounds
     once). ``shared``: the statistics are the same in every sample (batch norm's running
-    ones), and the shift's rounding takes :func:`_gaussian`'s term too."""
+    ones), and the scale's and the shift's roundings take :func:`_shared`'s term too (an
+    output that cancels against ``b`` inherits the scale's error whole)."""
     scale = rstd if weight is None else rstd * weight
+    if shared:
+        scale = _shared(scale, scale.dtype)
     shift = -(scale * mean) if bias is None else torch.addcmul(bias, scale, mean, value=-1)
     if shared:
-        shift = _gaussian(shift)
+        shift = _shared(shift, shift.dtype)
     trailing = (1,) * (a.dim() - 2)
     return torch.addcmul(
         shift.reshape(*shift.shape, *trailing), a, scale.reshape(*scale.shape, *trailing)
@@ -219,40 +232,89 @@ def _group_norm(
     return run
 
 
-def _batch_norm_evaluation(
+def _batch_norm(
     func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Callable[[], Any] | None:
-    names = (
-        ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
-        if func._opname == "native_batch_norm"
-        else ("input", "weight", "bias", "running_mean", "running_var", "momentum", "eps")
-    )
+    """Batch norm, in evaluation (the running statistics, the same in every sample) or in
+    training: the batch's mean and ``1 / sqrt(sum((x - mean)**2) / n + eps)`` per channel,
+    and the running statistics updated as ATen's ``batch_norm_cpu_update_stats_template``
+    does, ``running + momentum * (new - running)`` written ``(1 - momentum) * running +
+    momentum * new`` with the unbiased variance."""
+    names = tuple(a.name for a in func._schema.arguments if not a.kwarg_only)
     values = dict(zip(names, _arguments(func, args, kwargs, names), strict=True))
-    x, mean, variance = values["input"], values["running_mean"], values["running_var"]
-    if values.get("training", False) or mean is None or variance is None or x.dim() < 2:
-        return None  # training: the general rule (it writes the running statistics)
+    x = values["input"]
+    mean, variance = values.get("running_mean"), values.get("running_var")
+    training = bool(values.get("training", False))
+    if x.dim() < 2 or (not training and (mean is None or variance is None)):
+        return None
     weight, bias, eps = values["weight"], values["bias"], float(values["eps"])
+    momentum = float(values["momentum"])
     c = x.shape[1]
-    key = (func, x.dtype, _dtype(weight), _dtype(bias), mean.dtype, variance.dtype)
-    tiny_args: list[Any] = [
-        torch.ones((1, c), dtype=x.dtype, device=x.device),
-        _tiny(weight, (c,)),
-        _tiny(bias, (c,)),
-        torch.zeros((c,), dtype=mean.dtype, device=x.device),
-        torch.ones((c,), dtype=variance.dtype, device=x.device),
-    ]
-    tiny_args += [False] if "training" in values else []
-    tiny_args += [float(values["momentum"]), eps]
-    dtypes = _result_dtypes(func, lambda: tuple(tiny_args), key)
+    key = (func, training, *(_dtype(v) for v in values.values() if isinstance(v, torch.Tensor)))
+
+    def tiny() -> tuple[Any, ...]:
+        shapes = {"input": (2, c)}
+        return tuple(
+            torch.ones(shapes.get(name, (c,)), dtype=v.dtype, device=x.device)
+            if isinstance(v, torch.Tensor)
+            else v
+            for name, v in values.items()
+        )
+
+    dtypes = _result_dtypes(func, tiny, key)
 
     def run() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         a = _accumulator(x)
-        rstd = torch.sqrt(_accumulator(variance) + eps).reciprocal()
+        if not training:
+            assert mean is not None
+            assert variance is not None
+            rstd = torch.sqrt(_accumulator(variance) + eps).reciprocal()
+            y = _affine(
+                a, _accumulator(mean).unsqueeze(0), rstd.unsqueeze(0), weight, bias, shared=True
+            )
+            empty = (torch.empty(0, dtype=d, device=x.device) for d in dtypes[1:])
+            return (_converted(y, dtypes[0]), *empty)  # type: ignore[return-value]
+        count = x.numel() // c
+        if batch_norm_channels_last(x) and x.dtype == torch.float32:
+            # sums of each channel's elements in float32, one after another (13 units of
+            # float32 measured on a mean of 4,096): a product by ones, whose accumulation
+            # term is the sequential one (``torch.mm``: ``@`` would reach the mode as the
+            # composite ``aten.matmul``, which it does not know as a product)
+            rows = a.movedim(1, -1).reshape(count, c)
+            ones = torch.ones(1, count, dtype=a.dtype, device=a.device)
+            wide, batch_mean = a, torch.mm(ones, rows).reshape(c) / count
+            centred = rows - batch_mean
+            squares = torch.mm(ones, centred * centred).reshape(c)
+        else:
+            # in ATen's accumulation type: double for float32 (each statistic rounded once
+            # onto float32), float for bfloat16 and float16
+            wide = _converted(x, _STATISTICS.get(x.dtype, x.dtype))
+            dims = [0, *range(2, x.dim())]
+            batch_mean = wide.mean(dims, keepdim=True)
+            centred = wide - batch_mean
+            squares = (centred * centred).sum(dims)
+            batch_mean = batch_mean.reshape(c)
+        rstd = torch.sqrt(squares / count + eps).reciprocal()
+        if mean is not None and variance is not None:
+            for running, new in ((mean, batch_mean), (variance, squares / max(count - 1, 0))):
+                updated = torch.add(
+                    _converted(running, wide.dtype) * (1 - momentum), new, alpha=momentum
+                )
+                running.copy_(updated)
+        # the kernel normalises with the statistics it returns, in their own dtype (bfloat16
+        # for a bfloat16 module: the mean rounded onto bfloat16 is most of its outputs' error)
+        if batch_mean.dtype != dtypes[1]:
+            batch_mean = _shared(batch_mean, dtypes[1])
+        if rstd.dtype != dtypes[2]:
+            rstd = _shared(rstd, dtypes[2])
         y = _affine(
-            a, _accumulator(mean).unsqueeze(0), rstd.unsqueeze(0), weight, bias, shared=True
+            a,
+            _converted(batch_mean, a.dtype).unsqueeze(0),
+            _converted(rstd, a.dtype).unsqueeze(0),
+            weight,
+            bias,
         )
-        empty = (torch.empty(0, dtype=d, device=x.device) for d in dtypes[1:])
-        return (_converted(y, dtypes[0]), *empty)  # type: ignore[return-value]
+        return _converted(y, dtypes[0]), batch_mean, rstd
 
     return run
 
@@ -284,8 +346,9 @@ Substitute = Callable[
 SUBSTITUTES: dict[str, Substitute] = {
     "aten.native_layer_norm": _layer_norm,
     "aten.native_group_norm": _group_norm,
-    "aten.native_batch_norm": _batch_norm_evaluation,
-    "aten._native_batch_norm_legit_no_training": _batch_norm_evaluation,
+    "aten.native_batch_norm": _batch_norm,
+    "aten._native_batch_norm_legit": _batch_norm,
+    "aten._native_batch_norm_legit_no_training": _batch_norm,
 }
 
 
@@ -297,7 +360,7 @@ def substitute(
     anything else (an empty input, a complex one) takes the general rule, which refuses or
     runs it."""
     maker = SUBSTITUTES.get(functional)
-    if maker is None:
+    if maker is None or func._overloadname.endswith("out"):  # out= overloads: the general rule
         return None
     x = args[0] if args else kwargs.get("input")
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:

@@ -148,8 +148,35 @@ def batch_norm(offset: float = 3.0) -> Normalisation:
     return module, _input(8, 16, 5, 5)
 
 
+def batch_norm_training(offset: float = 3.0) -> Normalisation:
+    """Statistics of the batch, summed in double by ATen's CPU kernel for float32."""
+    module = torch.nn.BatchNorm2d(16).train()
+    _affine_parameters(module, 5)
+    return module, _input(8, 16, 5, 5)
+
+
+def batch_norm_channels_last(offset: float = 3.0) -> Normalisation:
+    """Channels-last inputs: the kernel's other path, which sums in float32."""
+    module, draw = batch_norm_training(offset)
+
+    def channels_last(seed: int, offset: float) -> torch.Tensor:
+        return draw(seed, offset).contiguous(memory_format=torch.channels_last)
+
+    return module, channels_last
+
+
+def batch_norm_1d(offset: float = 3.0) -> Normalisation:
+    """``(N, C)`` inputs take the channels-last path too."""
+    module = torch.nn.BatchNorm1d(16).train()
+    _affine_parameters(module, 6)
+    return module, _input(512, 16)
+
+
 NORMALISATIONS: dict[str, Callable[[float], Normalisation]] = {
     "layer norm": layer_norm,
     "group norm": group_norm,
     "batch norm (evaluation)": batch_norm,
+    "batch norm (training)": batch_norm_training,
+    "batch norm (training, channels last)": batch_norm_channels_last,
+    "batch norm 1d (training)": batch_norm_1d,
 }

@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ....adapters.torch import dtype_format, float64_values
+from ....adapters.torch import batch_norm_channels_last, dtype_format, float64_values
 from ....formats import FORMATS, Format
 from ....interval import elementwise as ew
 from ....interval.bounds import contains
@@ -115,15 +115,6 @@ class _Kernel:
         )
 
 
-def _channels_last(x: torch.Tensor) -> bool:
-    """Does ATen's CPU kernel take its channels-last path (``batch_norm_choose_impl``): a
-    contiguous input whose channel stride is 1, or a channels-last one?"""
-    if x.is_contiguous():
-        return x.stride(1) == 1
-    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
-    return x.dim() in formats and x.is_contiguous(memory_format=formats[x.dim()])
-
-
 def _rows(v: np.ndarray, channels: int) -> np.ndarray:
     """(N, C, ...) as (C, N * ...): each channel's elements, one row."""
     return np.ascontiguousarray(np.moveaxis(v, 1, 0).reshape(channels, -1))
@@ -152,7 +143,7 @@ def batch_norm_training(
         raise_unsupported(ctx, f"batch_norm in training mode on {x.device.type}")
     if x.dim() < 2 or x.numel() == 0:
         raise_unsupported(ctx, f"batch_norm in training mode on a {x.dim()}-d input")
-    channels_last = _channels_last(x)
+    channels_last = batch_norm_channels_last(x)
     if not (x.is_contiguous() or channels_last):
         raise_unsupported(ctx, "batch_norm in training mode on a non-contiguous input")
     channels = x.shape[1]
