@@ -78,6 +78,7 @@ from .mode import (
     _accumulate,
     _all_finite,
     _describe,
+    _draws_random,
     _leaves,
     _map_arguments,
     _narrower,
@@ -599,28 +600,6 @@ class BatchedMode(StochasticMode):  # type: ignore[no-untyped-call]
 
     def _batched_result(self, t: torch.Tensor) -> bool:
         return bool(self._positions) or id(t) in self._made
-
-
-def _draws_random(
-    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> bool:
-    """Does this call draw random numbers? An operation PyTorch tags as seeded does, unless
-    its ``dropout_p`` is 0 (attention kernels: what scaled dot-product attention runs in
-    evaluation) or its ``train`` is False (``native_dropout`` in evaluation)."""
-    if torch.Tag.nondeterministic_seeded not in func.tags:
-        return False
-    for position, argument in enumerate(func._schema.arguments):
-        if argument.name not in ("dropout_p", "train"):
-            continue
-        if position < len(args):
-            value = args[position]
-        else:
-            value = kwargs.get(argument.name, argument.default_value)
-        if argument.name == "dropout_p" and value == 0:
-            return False
-        if argument.name == "train" and value is False:
-            return False
-    return True
 
 
 #: the number of elements of an operand in one sample from which an operation runs row by row

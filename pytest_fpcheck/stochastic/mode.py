@@ -472,7 +472,8 @@ def _returns_list(func: torch._ops.OpOverload) -> bool:
 class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Runs the operations of its block with random rounding, drawing from ``draw``.
     ``ops`` counts the results it rounded; ``overflowed`` names the first operation that made a
-    non-finite value from finite operands (None if none did); ``dtypes`` holds the floating
+    non-finite value from finite operands (None if none did); ``random`` the first that drew
+    random numbers; ``dtypes`` holds the floating
     dtypes of the results (the grids the run rounded onto). ``memo``: what the samples of one
     call share (the wide copies of the parameters, their norms), by default this run's own."""
 
@@ -487,6 +488,8 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.dtypes: set[torch.dtype] = set()
         self._suspect = False
         self._attention = MathAttention() if needs_math_attention() else None
+        #: the first operation that drew random numbers (dropout in training), None if none
+        self.random: str | None = None
 
     def __enter__(self) -> StochasticMode:
         """Enter the dispatch mode, subscribe to the Triton instrumentation and run fused
@@ -552,6 +555,8 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         own ``__torch_dispatch__`` to keep Dynamo out, a few microseconds per call)."""
         kwargs = kwargs or {}
         functional, passes, mutable = _describe(func)
+        if self.random is None and _draws_random(func, args, kwargs):
+            self.random = functional
         if functional in SUBSTITUTES:
             run = substitute(func, functional, args, kwargs)
             if run is not None:
@@ -928,6 +933,33 @@ def _all_finite(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(map(_all_finite, value))
     return True
+
+
+def _draws_random(
+    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bool:
+    """Does this call draw random numbers? An operation PyTorch tags as seeded does, unless
+    its ``dropout_p`` is 0 (attention kernels: what scaled dot-product attention runs in
+    evaluation) or its ``train`` is False (``native_dropout`` in evaluation)."""
+    if not _seeded(func):
+        return False
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.name not in ("dropout_p", "train"):
+            continue
+        if position < len(args):
+            value = args[position]
+        else:
+            value = kwargs.get(argument.name, argument.default_value)
+        if argument.name == "dropout_p" and value == 0:
+            return False
+        if argument.name == "train" and value is False:
+            return False
+    return True
+
+
+@functools.cache
+def _seeded(func: torch._ops.OpOverload) -> bool:
+    return torch.Tag.nondeterministic_seeded in func.tags
 
 
 def _accumulate(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -87,6 +87,8 @@ class Sample:
     overflowed: str | None
     #: the floating formats the run's results were in (the grids it rounded onto)
     formats: tuple[str, ...] = ()
+    #: the first operation that drew random numbers (dropout in training), None if none
+    random: str | None = None
 
 
 def sample(
@@ -128,6 +130,7 @@ def sample(
         mode.ops,
         mode.overflowed,
         _formats(mode.dtypes),
+        mode.random,
     )
 
 
@@ -346,6 +349,7 @@ def stochastic_bounds(
             )
     overflows = [run.overflowed for run in runs if run.overflowed is not None]
     grids = {name for run in runs for name in run.formats}
+    random = next((run.random for run in runs if run.random is not None), None)
     bounds = [
         _bounds(
             np.stack([run.values[i] for run in runs]),
@@ -354,6 +358,7 @@ def stochastic_bounds(
             seed,
             overflows,
             grids,
+            random,
         )
         for i in range(len(first.values))
     ]
@@ -448,6 +453,7 @@ def _bounds(
     seed: int,
     overflows: list[str],
     grids: Collection[str] = (),
+    random: str | None = None,
 ) -> Bounds:
     import torch
 
@@ -480,6 +486,14 @@ def _bounds(
         seed=seed,
     )
     notes = [estimate.describe()]
+    if random is not None:
+        notes.append(
+            f"fn drew random numbers ({random}): each run drew what one call of fn draws from "
+            "the generator as it was when stochastic_bounds was called (and left it as after "
+            "one call); a result computed with other draws (dropout in training) differs from "
+            "these runs by more than round-off: compute it from that same generator state "
+            "(torch.manual_seed(s) before each), or with the model in eval()"
+        )
     if overflows:
         notes.append(
             f"{overflows[0]} made a non-finite value from finite operands in {len(overflows)} of "
