@@ -25,6 +25,9 @@ model against an addition-level emulation (one stochastic rounding per addition 
 accumulator's format) for several lengths, orders, formats and term distributions
 (docs/performance.md).
 
+An embedding's gradient (``embedding_dense_backward``) takes the sequential model per row of
+the weight: its token's gradient rows added one after another, ``K`` the token's count.
+
 ``Q`` is exact for sums, means and dot products. For matrix products it is estimated from the
 row and column norms, ``Q_ij = |a_i|**2 |b_j|**2 / K`` (exact on average for terms whose
 magnitudes are unrelated; a product dominated by few terms has a larger ``Q``, which the
@@ -228,6 +231,26 @@ def _convolution_sigma(
     return _variance(u, k, total, squares).sqrt()
 
 
+def _embedding_sigma(
+    args: tuple[Any, ...], kwargs: dict[str, Any], total: torch.Tensor, u: float
+) -> torch.Tensor:
+    """An embedding's gradient adds each token's gradient row into its row of the weight's,
+    one after another (ATen's ``embedding_dense_backward``): the sequential model per weight
+    row, ``K`` the token's count and ``Q`` the sum of its terms' squares (the kernel itself,
+    run on the squared gradient; divided by ``K**2`` under ``scale_grad_by_freq``, whose
+    terms are divided by ``K``)."""
+    grad, indices, count, padding, by_frequency = args[:5]
+    wide = grad.to(total.dtype)
+    squares = torch.ops.aten.embedding_dense_backward(wide * wide, indices, count, padding, False)
+    counts = torch.bincount(indices.reshape(-1), minlength=int(count))[: int(count)]
+    k = counts.to(total.dtype).reshape(-1, *([1] * (total.dim() - 1)))
+    if by_frequency:
+        squares = squares / k.clamp(min=1).square()
+    scale = KAPPA * u * u
+    variance: torch.Tensor = scale * k * (total.square() / 3 + squares / 6)
+    return variance.sqrt()
+
+
 Sigma = Callable[[tuple[Any, ...], dict[str, Any], torch.Tensor, float, Memo], torch.Tensor]
 
 #: packet name -> standard deviation of the accumulation's rounding, from the (wide) arguments,
@@ -263,6 +286,9 @@ ACCUMULATIONS: dict[str, Sigma] = {
         (args[0].to(total.dtype) * args[1].to(total.dtype)).square().sum(),
     ).sqrt(),
     "aten.convolution": _convolution_sigma,
+    "aten.embedding_dense_backward": lambda args, kwargs, total, u, memo: _embedding_sigma(
+        args, kwargs, total, u
+    ),
     # a rounding every sample makes of the same value (.shared): one rounding onto a format of
     # unit round-off args[1], as a Gaussian term
     "fpcheck.shared_rounding": lambda args, kwargs, total, u, memo: (

@@ -85,8 +85,8 @@ from .mode import (
     _written_operands,
     writes,
 )
-from .normalisation import SUBSTITUTES, substitute
 from .rounding import BatchRandom, in_range
+from .substitutes import SUBSTITUTES, substitute
 
 __all__ = ["BatchedMode", "SampleBatch", "Unbatchable"]
 
@@ -128,7 +128,9 @@ _PER_SAMPLE = frozenset(
 #: operations that change a tensor's size in place: a batch's rows cannot follow them
 _RESIZES = frozenset({"aten.resize", "aten.resize_as"})
 #: accumulations whose rounding term reads a value into Python: computed one sample at a time
-_SIGMA_PER_SAMPLE = frozenset({"aten.mv", "aten.addmv", "aten.dot"})
+_SIGMA_PER_SAMPLE = frozenset(
+    {"aten.mv", "aten.addmv", "aten.dot", "aten.embedding_dense_backward"}  # (bincount)
+)
 
 
 class SampleBatch(torch.Tensor):

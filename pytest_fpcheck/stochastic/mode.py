@@ -93,7 +93,6 @@ from .accurate import ACCURATE
 from .attention import MathAttention
 from .attention import needed as needs_math_attention
 from .memo import Memo
-from .normalisation import SUBSTITUTES, substitute
 from .rounding import (
     Draw,
     add_noise,
@@ -102,6 +101,7 @@ from .rounding import (
     perturb_in_place_format,
     round_checked,
 )
+from .substitutes import SUBSTITUTES, substitute
 
 __all__ = ["EXACT", "StochasticMode"]
 
@@ -449,14 +449,17 @@ def _signature(func: torch._ops.OpOverload, flat: list[Any]) -> tuple[Any, ...]:
     """What decides an operation's result dtypes: its operands' dtypes, and whether each is
     0-d (a 0-d operand does not promote: bfloat16 + a 0-d float32 tensor is bfloat16, + a
     1-d one float32); for an operation returning a list (``unsafe_chunk``, ``split``), whose
-    length the shapes and numbers decide, those too. Learnt from one operation's dtypes, a
-    later call with other shapes took the wrong dtypes or crashed."""
+    length the shapes and numbers decide, those too; and every boolean, which may decide
+    whether a result exists at all (a backward kernel's ``output_mask``: a group norm's
+    gradient without the input's, after one with it, took three dtypes for two results and
+    crashed). Learnt from one operation's dtypes, a later call with other shapes took the
+    wrong dtypes or crashed."""
     listed = _returns_list(func)
 
     def part(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
             return (v.dtype, tuple(v.shape)) if listed else (v.dtype, v.dim() == 0)
-        if isinstance(v, torch.dtype) or (listed and isinstance(v, (int, float, bool))):
+        if isinstance(v, (torch.dtype, bool)) or (listed and isinstance(v, (int, float))):
             return v
         return type(v)
 

@@ -34,8 +34,9 @@ norm's ``mean`` and ``rstd``) are the rounded ones the samples used; a value man
 share whose rounding 16 samples may all make alike takes a Gaussian term too (:mod:`.shared`:
 batch norm's per-channel shift in evaluation, a training batch's mean where the kernel rounds
 it onto a narrower format before normalising with it, as it does for half precisions), converted to the dtype the
-kernel gives them; batch norm's empty ones are empty. The backward kernels are unchanged
-(computed wider, rounded once).
+kernel gives them; batch norm's empty ones are empty. Layer norm's backward kernel runs by its
+formula too (:mod:`.normalisation_backward`); group and batch norm's are computed wider and
+rounded once.
 
 Batch norm in training takes its statistics from the batch, as ATen's CPU kernel computes
 them: in double for a float32 input on the contiguous path (each statistic then rounded once
@@ -57,10 +58,10 @@ import torch
 from ..adapters.torch import batch_norm_channels_last
 from .shared import shared_rounding
 
-__all__ = ["SUBSTITUTES", "substitute"]
+__all__: list[str] = []  # substitutes.py registers them
 
 #: (overload, operand dtypes) -> the dtypes of the kernel's results
-_DTYPES: dict[tuple[Any, ...], tuple[torch.dtype, ...]] = {}
+_DTYPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
 def _converted(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -97,13 +98,14 @@ def _moments(a: torch.Tensor, dims: list[int], eps: float) -> tuple[torch.Tensor
 
 def _result_dtypes(
     func: torch._ops.OpOverload, tiny: Callable[[], tuple[Any, ...]], key: tuple[Any, ...]
-) -> tuple[torch.dtype, ...]:
-    """The dtypes of the kernel's results for operands of these dtypes, learnt once from the
+) -> tuple[Any, ...]:
+    """The dtypes of the kernel's results for operands of these dtypes (None for a result it
+    leaves undefined), learnt once from the
     kernel on ``tiny()``'s small tensors of the same dtypes (the rules of mixed precision are
     the kernel's: a bfloat16 input with float32 parameters has float32 statistics)."""
     dtypes = _DTYPES.get(key)
     if dtypes is None:
-        dtypes = tuple(t.dtype for t in func(*tiny()))
+        dtypes = tuple(None if t is None else t.dtype for t in func(*tiny()))
         _DTYPES[key] = dtypes
     return dtypes
 
@@ -336,33 +338,3 @@ def _arguments(
             default = func._schema.arguments[position].default_value
             values.append(kwargs.get(name, default))
     return tuple(values)
-
-
-Substitute = Callable[
-    [torch._ops.OpOverload, tuple[Any, ...], dict[str, Any]], Callable[[], Any] | None
-]
-
-#: functional packet name -> the substitute's maker
-SUBSTITUTES: dict[str, Substitute] = {
-    "aten.native_layer_norm": _layer_norm,
-    "aten.native_group_norm": _group_norm,
-    "aten.native_batch_norm": _batch_norm,
-    "aten._native_batch_norm_legit": _batch_norm,
-    "aten._native_batch_norm_legit_no_training": _batch_norm,
-}
-
-
-def substitute(
-    func: torch._ops.OpOverload, functional: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Callable[[], Any] | None:
-    """The kernel's formula for this call, to run with the mode re-entered (None: the call
-    takes the mode's general rule). Only floating inputs on which the formula is defined:
-    anything else (an empty input, a complex one) takes the general rule, which refuses or
-    runs it."""
-    maker = SUBSTITUTES.get(functional)
-    if maker is None or func._overloadname.endswith("out"):  # out= overloads: the general rule
-        return None
-    x = args[0] if args else kwargs.get("input")
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
-        return None
-    return maker(func, args, kwargs)
