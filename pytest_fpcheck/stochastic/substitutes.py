@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .normalisation import _batch_norm, _group_norm, _layer_norm
+from .normalisation import _WIDE, _batch_norm, _group_norm, _layer_norm
 from .normalisation_backward import layer_norm_backward
 
 __all__ = ["SUBSTITUTES", "substitute"]
@@ -49,9 +49,8 @@ def substitute(
     x = args[0] if args else kwargs.get("input")
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
         return None
-    if functional in _WIDE_ONLY and any(
-        isinstance(t, torch.Tensor) and t.dtype not in (torch.float32, torch.float64)
-        for t in (*args, *kwargs.values())
+    if functional in _WIDE_OPERANDS_ONLY and any(
+        isinstance(t, torch.Tensor) and t.dtype not in _WIDE for t in (*args, *kwargs.values())
     ):
         return None
     return maker(func, args, kwargs)
@@ -63,4 +62,4 @@ def substitute(
 #: with the kernel's own saved statistics, 15 with float32 parameters; its partial sums look
 #: bfloat16), a form not established here: those keep the general rule (docs/performance.md,
 #: "Normalisations")
-_WIDE_ONLY = frozenset({"aten.native_layer_norm_backward"})
+_WIDE_OPERANDS_ONLY = frozenset({"aten.native_layer_norm_backward"})
