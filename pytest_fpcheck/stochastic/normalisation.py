@@ -1,11 +1,11 @@
 """Normalisations in a stochastic run: their statistics rounded, then the kernel's affine map.
 
-Rule: ATen's CPU kernels of layer norm, group norm and batch norm compute, per
-row (group, channel), a mean and a reciprocal standard deviation ``rstd = 1 / sqrt(var + eps)``
-in their accumulation format (float32 for float32, bfloat16 and float16 inputs; float64 for
-float64), then each output from its input with those statistics folded in. The forms, each
-checked bit for bit against torch 2.13's float32 kernels (batch norm in training too) on an x86-64 CPU with fused
-multiply-adds (docs/performance.md, "Normalisations"), ``fma`` one rounding:
+Rule: ATen's CPU kernels of layer norm, group norm and batch norm compute, per row (group,
+channel), a mean and a reciprocal standard deviation ``rstd = 1 / sqrt(var + eps)`` in their
+accumulation format (float32 for float32, bfloat16 and float16 inputs; float64 for float64),
+then each output from its input with those statistics folded in. The forms, each checked bit
+for bit against torch 2.13's float32 kernels (batch norm in training too) on an x86-64 CPU
+with fused multiply-adds (docs/performance.md, "Normalisations"), ``fma`` one rounding:
 
 * layer norm: ``fma((x - mean) * rstd, w, b)``;
 * group norm and batch norm: ``fma(x, s, fma(-s, mean, b))`` with ``s = rstd * w`` per
@@ -22,21 +22,25 @@ outside its interval at 23% of the elements.
 So the mode runs these operations as the kernel's formula in torch operations, re-entered, so
 that it rounds each of them at random as any other (CESTAC's rule: every floating operation's
 result rounded; Monte Carlo arithmetic's random rounding, the GPU-FPX/FTTN paper's section 7):
-the mean with its accumulation's term (:mod:`.accumulation`), the variance as the mean of the
-centred squares (ATen's Welford moments round differently, but the variance only scales the
-output, ``y (1 + O(u))``), ``rsqrt``, then each step of the affine
-map, a fused multiply-add as ``addcmul`` (computed wider and rounded once, as the kernel does;
-modelled as a product and a sum, each rounded at random, the samples of a batch norm's outputs
-near 0 lay on the coarse grid of the terms, and 16 of them agreed at times by chance: a spread
-of zero beside an exact value a grid step away), and the output converted to its own format (a
-stochastic rounding for half precisions). The statistics a kernel also returns (layer and group
-norm's ``mean`` and ``rstd``) are the rounded ones the samples used; a value many outputs
-share whose rounding 16 samples may all make alike takes a Gaussian term too (:mod:`.shared`:
-batch norm's per-channel shift in evaluation, a training batch's mean where the kernel rounds
-it onto a narrower format before normalising with it, as it does for half precisions), converted to the dtype the
-kernel gives them; batch norm's empty ones are empty. Layer norm's backward kernel runs by its
-formula too (:mod:`.normalisation_backward`); group and batch norm's are computed wider and
-rounded once.
+
+* the mean with its accumulation's term (:mod:`.accumulation`), the variance as the mean of
+  the centred squares (ATen's Welford moments round differently, but the variance only scales
+  the output, ``y (1 + O(u))``), ``rsqrt``;
+* each fused multiply-add as ``addcmul``, which the mode computes wider and rounds once, as the
+  kernel does (modelled as a product and a sum, each rounded at random, the samples of a batch
+  norm's outputs near 0 lay on the coarse grid of the terms, and 16 of them agreed at times by
+  chance: a spread of zero beside an exact value a grid step away);
+* the output converted to its own format (a stochastic rounding for half precisions), and the
+  statistics a kernel also returns (layer and group norm's ``mean`` and ``rstd``) the rounded
+  ones the samples used, converted to the dtype the kernel gives them (batch norm's empty ones
+  empty);
+* a value many outputs share, whose rounding the 16 samples may all make alike, with a
+  Gaussian term too (:mod:`.shared`): a batch norm's per-channel scale and shift in
+  evaluation, a training batch's mean and ``rstd`` where the kernel rounds them onto a
+  narrower format before normalising with them.
+
+Layer norm's backward kernel runs by its formula too (:mod:`.normalisation_backward`); group
+and batch norm's are computed wider and rounded once.
 
 A half-precision batch norm in evaluation keeps the mode's general rule (computed in float32,
 rounded once onto its format): its output's own rounding dominates the float32 roundings
@@ -95,14 +99,14 @@ _STATISTICS = {
 
 def _accumulator(x: torch.Tensor) -> torch.Tensor:
     """``x`` in the kernel's accumulation format (a widening: exact, not rounded)."""
-    return x if x.dtype in (torch.float32, torch.float64) else _converted(x, torch.float32)
+    return x if x.dtype in _WIDE else _converted(x, torch.float32)
 
 
 def _moments(a: torch.Tensor, dims: list[int], eps: float) -> tuple[torch.Tensor, ...]:
     """The mean of ``a`` over ``dims`` (kept as dimensions of 1), ``a`` centred on it, and the
     reciprocal standard deviation ``1 / sqrt(var + eps)`` of the biased variance (one
-    ``rsqrt``, where the kernels round the square root and the division: a relative error of
-    ``rstd`` scales the outputs, it does not cancel; an operation fewer to round)."""
+    ``rsqrt`` where the kernels round a square root and a division: an operation fewer to
+    round, for a relative error of ``rstd`` of a unit round-off or so less)."""
     mean = a.mean(dims, keepdim=True)
     centred = a - mean
     variance = (centred * centred).mean(dims, keepdim=True)
@@ -113,9 +117,9 @@ def _result_dtypes(
     func: torch._ops.OpOverload, tiny: Callable[[], tuple[Any, ...]], key: tuple[Any, ...]
 ) -> tuple[Any, ...]:
     """The dtypes of the kernel's results for operands of these dtypes (None for a result it
-    leaves undefined), learnt once from the
-    kernel on ``tiny()``'s small tensors of the same dtypes (the rules of mixed precision are
-    the kernel's: a bfloat16 input with float32 parameters has float32 statistics)."""
+    leaves undefined), learnt once from the kernel on ``tiny()``'s small tensors of the same
+    dtypes (the rules of mixed precision are the kernel's: a bfloat16 input with float32
+    parameters has float32 statistics)."""
     dtypes = _DTYPES.get(key)
     if dtypes is None:
         dtypes = tuple(None if t is None else t.dtype for t in func(*tiny()))
