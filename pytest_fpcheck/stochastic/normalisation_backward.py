@@ -9,7 +9,8 @@ torch 2.13.0's float32 kernel on an x86-64 CPU with fused multiply-adds, docs/pe
 * ``b = (db * mean - ds) * a * a * a / N`` and ``c = fma(-b, mean, -(db * a / N))``;
 * ``dx = fma(b, x, a * dy * g) + c``;
 * ``dg = sum over rows of dy * fma(a, x, -a * mean)``, ``db_ = sum over rows of dy``, each
-  row added to the last in turn (a thread's buffer).
+  thread's share of the rows added one after another into its buffer, then the buffers
+  (:func:`~.normalisation.rows_summed`).
 
 Where ``x`` is far from 0 against its spread (a row of mean 3), ``b * x`` and ``c`` are large
 and cancel, and ``dx``'s error is their roundings', not one rounding of ``dx``: run wider and
@@ -17,8 +18,7 @@ rounded once, the plain gradient lay outside its interval at 111 of 40,960 eleme
 float32 layer norm with rows of mean 3. So the mode runs the formula in torch operations,
 re-entered, each rounded at random as any other (:mod:`.normalisation` says how, and why the
 fused multiply-adds are ``addcmul``); the row sums with their accumulation term (pairwise, as
-the kernel's vectorised reductions), the sums over rows as products by a row of ones (whose
-accumulation term is the sequential one).
+the kernel's vectorised reductions), the sums over rows as each thread's chain of additions.
 """
 
 from __future__ import annotations
@@ -29,7 +29,15 @@ from typing import Any
 
 import torch
 
-from .normalisation import _accumulator, _arguments, _converted, _dtype, _result_dtypes, _tiny
+from .normalisation import (
+    _accumulator,
+    _arguments,
+    _converted,
+    _dtype,
+    _result_dtypes,
+    _tiny,
+    rows_summed,
+)
 
 __all__ = ["layer_norm_backward"]
 
@@ -75,13 +83,12 @@ def layer_norm_backward(
             c = torch.addcmul(-((db * a) * scale), b, m, value=-1)
             term = a * g if w is None else (a * g) * w
             results[0] = _converted(torch.addcmul(term, b, xa) + c, dtypes[0])
-        ones = torch.ones(1, rows, dtype=g.dtype, device=g.device)
         if mask[1] and weight is not None:
             normalised = torch.addcmul(-(a * m), a, xa)
-            summed = torch.mm(ones, (g * normalised).reshape(rows, count))
+            summed = rows_summed((g * normalised).reshape(rows, count))
             results[1] = _converted(summed.reshape(shape), dtypes[1])
         if mask[2] and bias is not None:
-            summed = torch.mm(ones, g.reshape(rows, count))
+            summed = rows_summed(g.reshape(rows, count))
             results[2] = _converted(summed.reshape(shape), dtypes[2])
         return tuple(results)
 
