@@ -54,8 +54,8 @@ and rounded once, none either, at a cost no lower; docs/performance.md, "Normali
 Batch norm in training takes its statistics from the batch, as ATen's CPU kernel computes
 them: in double for a float32 input on the contiguous path (each statistic then rounded once
 onto float32), in float32 one element after another on the channels-last path (channels-last
-inputs and every ``(N, C)`` input: 13 units of float32 measured on a mean of 4,096 terms; a
-product by a row of ones, whose accumulation term is the sequential one), in float32 for half
+inputs and every ``(N, C)`` input: 13 units of float32 measured on a mean of 4,096 terms on
+one thread; each thread's share summed as :func:`rows_summed` says), in float32 for half
 precisions; then the same affine map, and the running statistics updated in the statistics'
 format and rounded onto their own (in a batch of samples, a write into the module's running
 statistics, which every sample shares, hands the call to the samples run one at a time).
