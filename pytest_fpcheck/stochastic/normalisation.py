@@ -119,6 +119,8 @@ def rows_summed(rows: torch.Tensor) -> torch.Tensor:
         rows = torch.cat([rows, padding.to(rows.device)])
     ones = torch.ones(threads, 1, chunk, dtype=rows.dtype, device=rows.device)
     partial = torch.bmm(ones, rows.reshape(threads, chunk, columns))
+    if threads == 1:  # one buffer: no addition of buffers, nothing more to round
+        return partial.reshape(columns)
     summed: torch.Tensor = partial.sum(0).reshape(columns)
     return summed
 
