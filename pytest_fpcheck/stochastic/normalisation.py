@@ -238,7 +238,7 @@ def _group_norm(
         func, args, kwargs, ("input", "weight", "bias", "N", "C", "HxW", "group", "eps")
     )
     n, c, group = int(n), int(c), int(group)
-    key = (func, x.dtype, _dtype(weight), _dtype(bias), c, group)
+    key = (func, x.dtype, _dtype(weight), _dtype(bias))
     dtypes = _result_dtypes(
         func,
         lambda: (
@@ -337,7 +337,7 @@ def _batch_norm(
             batch_mean = batch_mean.reshape(c)
         rstd = torch.rsqrt(squares / count + eps)
         if mean is not None and variance is not None:
-            for running, new in ((mean, batch_mean), (variance, squares / max(count - 1, 0))):
+            for running, new in ((mean, batch_mean), (variance, squares / (count - 1))):
                 updated = torch.add(
                     _converted(running, wide.dtype) * (1 - momentum), new, alpha=momentum
                 )
