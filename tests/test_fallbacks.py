@@ -357,3 +357,79 @@ def test_power_bounds(name, n):
         kernel.fallback(*args, out[2], out[3])
         assert same_bits(out[0], out[2])
         assert same_bits(out[1], out[3])
+
+
+@pytest.mark.parametrize(("name", "increasing"), list(itertools.product(FORMATS, [False, True])))
+def test_library_bounds(name, increasing):
+    """A library function's enclosure from its values at the ends: adversarial values (NaN,
+    infinities, overflow of the allowance) as ends, an interval and a point, allowances from
+    none to a float32 unit."""
+    from pytest_fpcheck.interval.kernels import elementwise
+
+    fmt = F.format_of(name)
+    lo, hi = ends(10)
+    kernel = elementwise._library_bounds(increasing, name == "float32")
+    for c in ((0.0, 0.0), (2.0**-49, 5e-324), (2.0**-23, 2.0**-126)):
+        for f_hi in (hi, lo):  # an interval, a point
+            written_alike(kernel, (lo, f_hi, c, format_args(fmt)), lo.size)
+
+
+@pytest.mark.parametrize(
+    ("name", "product", "switch", "shapes"),
+    list(
+        itertools.product(["float32", "bfloat16", "float16"], [False, True], [False, True], SHAPES)
+    ),
+)
+def test_sums_and_products_rounded_to_nearest(name, product, switch, shapes):
+    """A sum's or product's kernel with nearest rounding in its pass gives the twin's bits,
+    and those of the two steps it fuses: the kernel onto float64, then ``rounding.nearest``;
+    adversarial ends, and ends usual to both steps (a branch-free pass alone)."""
+    from pytest_fpcheck.interval.kernels import elementwise
+
+    fmt, f64 = F.format_of(name), F.format_of("float64")
+    kernel = elementwise._nearest_bounds(product, switch, name == "float32")
+    rng = np.random.default_rng(12)
+    a_lo, a_hi, a_period = operand(6, shapes[0])
+    b_lo, b_hi, b_period = operand(8, shapes[1])
+    usual = [rng.standard_normal(n) for n in (a_period, b_period)]
+    usual[0][::3] = 0.0  # zeros are usual too
+    cases = [
+        (a_lo, a_hi, b_lo, b_hi),
+        (a_lo, a_hi, b_lo, b_lo),  # a point
+        (usual[0], usual[0] + 2.0**-30, usual[1], usual[1] + 2.0**-20),
+    ]
+    size = max(a_period, b_period)
+    for x_lo, x_hi, y_lo, y_hi in cases:
+        args = (
+            x_lo,
+            x_hi,
+            a_period,
+            y_lo,
+            y_hi,
+            b_period,
+            format_args(f64),
+            rounding.nearest_args(fmt),
+        )
+        low, high = written_alike(kernel, args, size)
+        steps = [np.empty(size), np.empty(size)]
+        factory = elementwise._mul_bounds if product else elementwise._add_bounds
+        factory(switch, False).dispatcher(*args[:6], format_args(f64), *steps)
+        expected = rounding.nearest(*steps, fmt)
+        assert same_bits(low, expected[0])
+        assert same_bits(high, expected[1])
+
+
+@pytest.mark.parametrize(("name", "shapes"), list(itertools.product(FORMATS, SHAPES)))
+def test_div_bounds(name, shapes):
+    """A quotient's kernel gives its twin's bits: adversarial ends (zeros of both signs,
+    infinities, NaN, subnormals) as dividends and divisors, intervals and points."""
+    from pytest_fpcheck.interval.kernels import elementwise
+
+    fmt = F.format_of(name)
+    a_lo, a_hi, a_period = operand(6, shapes[0])
+    b_lo, b_hi, b_period = operand(8, shapes[1])
+    kernel = elementwise._div_bounds(name == "float32")
+    size = max(a_period, b_period)
+    for b_ends in ((b_lo, b_hi), (b_lo, b_lo), (np.abs(b_lo) + 1e-300, np.abs(b_hi) + 1)):
+        args = (a_lo, a_hi, a_period, b_ends[0], b_ends[1], b_period, format_args(fmt))
+        written_alike(kernel, args, size)

@@ -20,14 +20,15 @@ finer compute format (PyTorch computes float16 and bfloat16 in float32), lies in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..formats import FORMATS, Format
+from ..formats import Format
 from .core import Interval
-from .kernels import add_bounds, mul_bounds
+from .kernels import add_bounds, div_bounds, library_bounds, mul_bounds
 from .rounding import down, up
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ __all__ = [
     "add",
     "clamp",
     "div",
+    "library_allowance",
     "library_function",
     "maximum",
     "minimum",
@@ -87,7 +89,6 @@ ULP_ERRORS: dict[str, float] = {
 #: result is below 1 / max_finite: 4 smallest normals.
 ABSOLUTE_ERRORS: dict[str, tuple[float, float]] = {"erf": (4.0, 0.0), "sigmoid": (0.0, 4.0)}
 
-_F64 = FORMATS["float64"]
 _F64_SLACK = 2.0**-49
 _EXACT_PRODUCT_BITS = 26
 
@@ -110,20 +111,13 @@ def _everything_where_nan(lo: Array, hi: Array, also: Bool | None = None) -> Int
     return Interval(lo, hi)
 
 
-def _rounded(lo: Array, hi: Array, fmt: Format, nearest: bool) -> Interval:
-    """[lo, hi] (rounded outward onto ``fmt`` already, or onto float64 when ``nearest``) as the
-    enclosure of the result: the hull with its nearest roundings when ``nearest``."""
-    result = Interval(lo, hi)
-    return result.to_nearest(fmt) if nearest else result
-
-
 def add(a: Interval, b: Interval, fmt: Format, *, nearest: bool = False) -> Interval:
     """[a.lo + b.lo, a.hi + b.hi], exact sums kept, inexact ones stepped outward; the whole
     line where inf + (-inf) is possible (one compiled pass: :func:`.kernels.add_bounds`).
     ``nearest``: the run rounds the sum to nearest (:meth:`.core.Interval.to_nearest`), else
     outward rounding onto ``fmt`` (any faithful rounding)."""
-    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, False, _F64 if nearest else fmt)
-    return _rounded(lo, hi, fmt, nearest)
+    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, False, fmt, nearest)
+    return Interval(lo, hi)
 
 
 def negate(a: Interval) -> Interval:
@@ -135,8 +129,8 @@ def negate(a: Interval) -> Interval:
 
 def sub(a: Interval, b: Interval, fmt: Format, *, nearest: bool = False) -> Interval:
     """a + (-b) (``nearest`` as for :func:`add`)."""
-    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, True, _F64 if nearest else fmt)
-    return _rounded(lo, hi, fmt, nearest)
+    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, True, fmt, nearest)
+    return Interval(lo, hi)
 
 
 def absolute(a: Interval) -> Interval:
@@ -162,41 +156,23 @@ def mul(
         b.lo,
         b.hi,
         operand_bits > _EXACT_PRODUCT_BITS,
-        _F64 if nearest else fmt,
+        fmt,
+        nearest,
     )
     exact = a.is_point and b.is_point and operand_bits <= _EXACT_PRODUCT_BITS
     if exact and fmt.name == "float64" and bool(np.all(lo == hi)):
         return Interval.point(lo)  # exact products of exact values
-    return _rounded(lo, hi, fmt, nearest)
-
-
-def _has_infinity(a: Interval) -> Bool:
-    result: Bool = np.isinf(a.lo) | np.isinf(a.hi)
-    return result
+    return Interval(lo, hi)
 
 
 def div(a: Interval, b: Interval, fmt: Format) -> Interval:
     """a / b; a divisor interval containing zero (of either sign) gives [-inf, +inf]. Where
     the operands' signs decide the quotient's, a zero end stays at zero (0 / b is exactly 0,
     an underflowing quotient keeps its sign): stepped below zero, the root of Adam's
-    bias-corrected second moment (NAdam's ``v / bc2``) was NaN for a zero gradient."""
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-        if b.is_point:
-            q1, q2 = a.lo / b.lo, a.hi / b.lo
-            lo, hi = np.minimum(q1, q2), np.maximum(q1, q2)
-        else:
-            q = (a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi)
-            lo = np.minimum(np.minimum(q[0], q[1]), np.minimum(q[2], q[3]))
-            hi = np.maximum(np.maximum(q[0], q[1]), np.maximum(q[2], q[3]))
-        zero_divisor = (b.lo <= 0) & (b.hi >= 0)
-        non_negative = ((a.lo >= 0) & (b.lo > 0)) | ((a.hi <= 0) & (b.hi < 0))
-        non_positive = ((a.lo >= 0) & (b.hi < 0)) | ((a.hi <= 0) & (b.lo > 0))
-        lo = np.where(
-            zero_divisor, -np.inf, np.where(non_negative, np.maximum(down(lo), 0.0), down(lo))
-        )
-        hi = np.where(zero_divisor, np.inf, np.where(non_positive, np.minimum(up(hi), 0.0), up(hi)))
-    infinity_over_infinity = _has_infinity(a) & _has_infinity(b)
-    return _everything_where_nan(lo, hi, infinity_over_infinity).to_format(fmt)
+    bias-corrected second moment (NAdam's ``v / bc2``) was NaN for a zero gradient. One
+    compiled pass: :func:`.kernels.div_bounds`."""
+    lo, hi = div_bounds(a.lo, a.hi, b.lo, b.hi, fmt)
+    return Interval(lo, hi)
 
 
 def sqrt(a: Interval, fmt: Format) -> Interval:
@@ -232,22 +208,29 @@ def library_function(
     stored result is that rounded to ``fmt``.
     """
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-        f_lo, f_hi = function(a.lo), (function(a.hi) if not a.is_point else None)
-        if f_hi is None:
-            f_hi = f_lo
-        if not increasing:
-            f_lo, f_hi = f_hi, f_lo
-        magnitude = np.maximum(np.abs(f_lo), np.abs(f_hi))
-        allowance = (
-            (_F64_SLACK + ulps * compute.eps + relative) * magnitude
-            + ulps * compute.smallest_subnormal
-            + absolute[0] * compute.eps
-            + absolute[1] * compute.smallest_normal
-        )
-        allowance = np.where(np.isinf(magnitude), 0.0, allowance)
-        lo = down(f_lo - allowance)
-        hi = up(f_hi + allowance)
-    return _everything_where_nan(lo, hi).to_format(fmt)
+        f_lo = function(a.lo)
+        f_hi = f_lo if a.is_point else function(a.hi)
+    lo, hi = library_bounds(
+        f_lo, f_hi, increasing, *library_allowance(compute, ulps, absolute, relative), fmt
+    )
+    return Interval(lo, hi)
+
+
+def library_allowance(
+    compute: Format,
+    ulps: float,
+    absolute: tuple[float, float] = (0.0, 0.0),
+    relative: float = 0.0,
+) -> tuple[float, float]:
+    """(per magnitude, constant) of :func:`library_function`'s allowance, ``per magnitude * M
+    + constant``: the constant terms' float64 sum stepped up, at least their exact sum."""
+    constant = math.nextafter(
+        ulps * compute.smallest_subnormal
+        + absolute[0] * compute.eps
+        + absolute[1] * compute.smallest_normal,
+        math.inf,
+    )
+    return _F64_SLACK + ulps * compute.eps + relative, constant
 
 
 def maximum(a: Interval, b: Interval) -> Interval:

@@ -29,12 +29,15 @@ if TYPE_CHECKING:
 __all__ = [
     "add",
     "any_subnormal",
+    "div",
     "epilogue",
     "float32_magnitudes",
     "gelu_erf",
     "join_computed",
+    "library",
     "mul",
     "nearest_all",
+    "nearest_elementwise",
     "outward",
     "outward_step",
     "round_all",
@@ -61,7 +64,7 @@ def _minimum(a: Array, b: Array | np.float64) -> Array:
     return np.where(b < a, b, a)
 
 
-def _maximum(a: Array, b: Array) -> Array:
+def _maximum(a: Array, b: Array | np.float64) -> Array:
     """Numba's (and Python's) ``max(a, b)``: ``b if b > a else a``."""
     return np.where(b > a, b, a)
 
@@ -511,5 +514,83 @@ def mul(
         non_positive = ((x_lo >= 0) & (y_hi <= 0)) | ((x_hi <= 0) & (y_lo >= 0))
         low_out = np.where(non_negative & (low_out < 0), 0.0, low_out)
         high_out = np.where(non_positive & (high_out > 0), 0.0, high_out)
+    lo[:] = np.where(whole, -math.inf, low_out)
+    hi[:] = np.where(whole, math.inf, high_out)
+
+
+def library(
+    increasing: bool,
+    fast32: bool,
+    f_lo: Array,
+    f_hi: Array,
+    c: tuple[float, float],
+    fa: FormatArgs,
+    lo: Array,
+    hi: Array,
+) -> None:
+    """``kernels.elementwise._library_bounds(increasing, fast32)``: a monotone function's
+    enclosure from its values at the ends, widened by its allowance."""
+    per_magnitude, constant = c
+    low, high = (f_lo, f_hi) if increasing else (f_hi, f_lo)
+    undefined = (low != low) | (high != high)
+    with np.errstate(all="ignore"):
+        magnitude = _maximum(np.abs(low), np.abs(high))
+        allowance = np.where(magnitude == math.inf, 0.0, per_magnitude * magnitude + constant)
+        low_out, high_out = outward_step(low - allowance, high + allowance, fa, fast32)
+    lo[:] = np.where(undefined, -math.inf, low_out)
+    hi[:] = np.where(undefined, math.inf, high_out)
+
+
+def nearest_elementwise(
+    product: bool,
+    switch: bool,
+    a_lo: Array,
+    a_hi: Array,
+    a_period: int,
+    b_lo: Array,
+    b_hi: Array,
+    b_period: int,
+    fa: FormatArgs,
+    n: tuple[int, int, float, bool, tuple[float, float, float]],
+    lo: Array,
+    hi: Array,
+) -> None:
+    """``kernels.elementwise._nearest_bounds(product, switch, ...)``: the sum (``switch``: a
+    difference) or product (``switch``: stepped) onto float64 (``fa``), then its ends rounded
+    to nearest (``rounding._nearest_all``'s arguments ``n``)."""
+    low, high = np.empty(lo.shape), np.empty(hi.shape)
+    kernel = mul if product else add
+    kernel(switch, False, a_lo, a_hi, a_period, b_lo, b_hi, b_period, fa, low, high)
+    nearest_all(low, high, *n, lo, hi)
+
+
+def div(
+    fast32: bool,
+    a_lo: Array,
+    a_hi: Array,
+    a_period: int,
+    b_lo: Array,
+    b_hi: Array,
+    b_period: int,
+    fa: FormatArgs,
+    lo: Array,
+    hi: Array,
+) -> None:
+    """``kernels.elementwise._div_bounds(fast32)``: the enclosure of a quotient of broadcast
+    intervals."""
+    x_lo, x_hi, y_lo, y_hi = _operands(lo.size, a_lo, a_hi, a_period, b_lo, b_hi, b_period)
+    with np.errstate(all="ignore"):
+        q = (x_lo / y_lo, x_lo / y_hi, x_hi / y_lo, x_hi / y_hi)
+        low = np.minimum(np.minimum(q[0], q[1]), np.minimum(q[2], q[3]))
+        high = np.maximum(np.maximum(q[0], q[1]), np.maximum(q[2], q[3]))
+        low, high = next_down(low), next_up(high)
+        non_negative = ((x_lo >= 0) & (y_lo > 0)) | ((x_hi <= 0) & (y_hi < 0))
+        non_positive = ((x_lo >= 0) & (y_hi < 0)) | ((x_hi <= 0) & (y_lo > 0))
+        low = np.where(non_negative, _maximum(low, np.float64(0.0)), low)
+        high = np.where(non_positive, _minimum(high, np.float64(0.0)), high)
+        whole = ((y_lo <= 0) & (y_hi >= 0)) | (
+            (np.isinf(x_lo) | np.isinf(x_hi)) & (np.isinf(y_lo) | np.isinf(y_hi))
+        )
+        low_out, high_out = outward(low, high, fa, fast32)
     lo[:] = np.where(whole, -math.inf, low_out)
     hi[:] = np.where(whole, math.inf, high_out)

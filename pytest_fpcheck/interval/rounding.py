@@ -458,9 +458,11 @@ def _grid26(b: np.int64, up: bool) -> float:  # pragma: no cover - compiled
 @jit(cache=True, inline="always")
 def _nearest32_usual(lo: float, hi: float) -> tuple[float, float, bool]:  # pragma: no cover
     """:func:`nearest_pair` onto float32 for the usual pair, without a branch (so that a loop of
-    it vectorises), and whether the pair is usual: both ends of magnitude in [2**-126, 2**127)
-    (NaN, infinities, zeros, subnormal results and the overflow threshold are not) and neither
-    stepped end a tie between two float32 numbers. For a usual pair the general path takes
+    it vectorises), and whether the pair is usual: each end of magnitude in [2**-126, 2**127)
+    (NaN, subnormal results and the overflow threshold are not) and not a tie between two
+    float32 numbers once stepped, or an infinity or a zero, which the general path gives back
+    as it is (a zero's one step out rounds back to a zero, which the 26-bit grid holds and
+    :func:`_select` keeps over it). For a usual finite nonzero end the general path takes
     these steps and no other: float32's drift is 0, so the end is stepped one float64 step out
     (:func:`next_down`, :func:`next_up`, on a nonzero finite pattern), converted to float32 by
     the hardware (:func:`_nearest32` where the value is no tie and far from overflow: that
@@ -474,13 +476,14 @@ def _nearest32_usual(lo: float, hi: float) -> tuple[float, float, bool]:  # prag
     tie_x = ((_bits(x) & _BELOW_TIE) == 0) & (near_x != x)
     tie_y = ((_bits(y) & _BELOW_TIE) == 0) & (near_y != y)
     m, n = b & _MAGNITUDE, t & _MAGNITUDE
-    # an infinite end is its own rounding (a mask's -inf): usual too
-    infinite_x, infinite_y = m == _INF_BITS, n == _INF_BITS
-    usual = (((m >= _NORMAL32_BITS) & (m < _BEYOND32_BITS) & ~tie_x) | infinite_x) & (
-        ((n >= _NORMAL32_BITS) & (n < _BEYOND32_BITS) & ~tie_y) | infinite_y
+    # an infinite end is its own rounding (a mask's -inf), and so is a zero (ReLU's, a sparse
+    # gradient's): usual too
+    own_x, own_y = (m == _INF_BITS) | (m == 0), (n == _INF_BITS) | (n == 0)
+    usual = (((m >= _NORMAL32_BITS) & (m < _BEYOND32_BITS) & ~tie_x) | own_x) & (
+        ((n >= _NORMAL32_BITS) & (n < _BEYOND32_BITS) & ~tie_y) | own_y
     )
-    lower = _select(infinite_x, lo, _select(near_x < grid_x, near_x, grid_x))
-    return lower, _select(infinite_y, hi, _select(near_y > grid_y, near_y, grid_y)), usual
+    lower = _select(own_x, lo, _select(near_x < grid_x, near_x, grid_x))
+    return lower, _select(own_y, hi, _select(near_y > grid_y, near_y, grid_y)), usual
 
 
 @jit(cache=True, inline="always")
@@ -495,8 +498,10 @@ def _nearest_usual(
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
     """:func:`nearest_pair` onto a format other than float32 (bfloat16, float16) for the usual
     pair, without a branch (so that a loop of it vectorises), and whether the pair is usual:
-    both ends of magnitude between ``lowest`` (the pattern of twice the smallest normal number)
-    and ``highest`` (of half the largest finite one). There the general path takes these steps
+    each end of magnitude between ``lowest`` (the pattern of twice the smallest normal number)
+    and ``highest`` (of half the largest finite one), or an infinity or a zero, which the
+    general path gives back as it is (a zero moved out by its drift rounds back to a zero, and
+    the 26-bit grid holds it). For the others the general path takes these steps
     and no other: the end moved out by its drift is nonzero and finite (the drift is below
     2**-23 of it plus 2**-149), so one float64 step out is one unit of its pattern; that value
     lies in the format's normal range, where :func:`_nearest_normal` rounds it (ties as the
@@ -511,15 +516,15 @@ def _nearest_usual(
     grid_x, grid_y = _grid26(b, False), _grid26(t, True)
     m, n = b & _MAGNITUDE, t & _MAGNITUDE
     # an infinite end is its own rounding where the general path's first test says so (-inf
-    # below, +inf above) or the format has infinities (a mask's -inf): usual too
-    infinite_x = (lo == -math.inf) | (has_inf & (lo == math.inf))
-    infinite_y = (hi == math.inf) | (has_inf & (hi == -math.inf))
+    # below, +inf above) or the format has infinities (a mask's -inf), and so is a zero (its
+    # drift rounds back to zero, and the 26-bit grid holds it): usual too
+    own_x = (lo == -math.inf) | (has_inf & (lo == math.inf)) | (m == 0)
+    own_y = (hi == math.inf) | (has_inf & (hi == -math.inf)) | (n == 0)
     usual = bool(
-        (((m >= lowest) & (m <= highest)) | infinite_x)
-        & (((n >= lowest) & (n <= highest)) | infinite_y)
+        (((m >= lowest) & (m <= highest)) | own_x) & (((n >= lowest) & (n <= highest)) | own_y)
     )
-    lower = _select(infinite_x, lo, _select(near_x < grid_x, near_x, grid_x))
-    return lower, _select(infinite_y, hi, _select(near_y > grid_y, near_y, grid_y)), usual
+    lower = _select(own_x, lo, _select(near_x < grid_x, near_x, grid_x))
+    return lower, _select(own_y, hi, _select(near_y > grid_y, near_y, grid_y)), usual
 
 
 @jit(cache=True, fallback=fallbacks.nearest_all)

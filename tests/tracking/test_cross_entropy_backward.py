@@ -8,6 +8,7 @@ inside of the operands' box: it is linear in g and monotone in y)."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import mpmath
 import numpy as np
@@ -361,3 +362,74 @@ def test_the_backward_kernels_have_rules_of_their_own() -> None:
 
     for name in ("aten._log_softmax_backward_data", "aten.nll_loss_backward"):
         assert lookup(f"{name}.default", name) is not None, name
+
+
+def _libm_exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+@pytest.mark.parametrize(
+    ("compute", "result", "shape", "axis"),
+    [
+        ("float32", "float32", (6, 40), 1),
+        ("float32", "bfloat16", (6, 40), 1),
+        ("float32", "float16", (5, 3, 7), 1),
+        ("float64", "float64", (40, 6), 0),
+        ("float32", "float32", (), 0),
+    ],
+)
+def test_the_fused_pass_gives_the_bits_of_the_three_operations(compute, result, shape, axis):
+    """The rule's one pass (``kernels.log_softmax_backward_bounds``) against the interval
+    operations it fuses, ``library_function(exp)``, ``mul`` and ``sub`` onto the compute format
+    and the rounding onto the result's: the same ends, on operands with NaN, infinities, zeros,
+    subnormals, exponentials that overflow or underflow the compute format, whole-line sums."""
+    from pytest_fpcheck import formats as F
+    from pytest_fpcheck.interval import elementwise as ew
+    from pytest_fpcheck.interval.core import Interval
+    from pytest_fpcheck.interval.kernels import log_softmax_backward_bounds
+
+    rng = np.random.default_rng(5)
+    c, fmt = F.format_of(compute), F.format_of(result)
+    size = int(np.prod(shape))
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, 1e-40, -700.0, 89.0, 710.0])
+    ends = []
+    for scale in (1.0, 30.0):
+        values = rng.standard_normal(size) * scale
+        values[: min(size, special.size)] = special[: min(size, special.size)]
+        width = np.abs(rng.standard_normal(size)) * rng.choice([0.0, 1e-6, 2.0], size)
+        ends.append((values.reshape(shape), (values + width).reshape(shape)))
+    g, y = (Interval(*ends[0]), Interval(*ends[1]))
+    kept = tuple(1 if i == axis else k for i, k in enumerate(shape))
+    t_lo = rng.standard_normal(kept) if shape else rng.standard_normal(())
+    t_hi = t_lo + np.abs(rng.standard_normal(np.shape(t_lo)))
+    if shape:
+        t_lo.reshape(-1)[0], t_hi.reshape(-1)[0] = -np.inf, np.inf  # a whole-line sum
+    total = Interval(t_lo, t_hi)
+    expected = ew.sub(
+        g, ew.mul(ew.library_function(np.exp, y, c, c, ew.ULP_ERRORS["exp"]), total, c), c
+    )
+    expected = expected if fmt is c else expected.to_format(fmt)
+    lo, hi = log_softmax_backward_bounds(
+        (g.lo, g.hi),
+        (y.lo, y.hi),
+        (total.lo, total.hi),
+        axis,
+        ew.library_allowance(c, ew.ULP_ERRORS["exp"]),
+        c,
+        fmt,
+    )
+    assert lo.shape == hi.shape == expected.lo.shape
+    # libm's exp (the pass's) and NumPy's may differ in their last bit, which a float64
+    # compute format keeps: compared where the two agree at both ends
+    agree = np.ones(shape, dtype=bool)
+    with np.errstate(all="ignore"):
+        for end in (y.lo, y.hi):
+            libm = np.vectorize(_libm_exp, otypes=[np.float64])(end)
+            agree &= (libm == np.exp(end)) | np.isnan(libm)
+    assert agree.mean() > 0.5
+    for ours, theirs in ((lo, expected.lo), (hi, expected.hi)):
+        theirs = np.asarray(theirs, dtype=np.float64)
+        assert np.array_equal(ours[agree].view(np.int64), theirs[agree].view(np.int64))

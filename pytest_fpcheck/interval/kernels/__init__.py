@@ -51,7 +51,7 @@ from .base import (
     summary,
 )
 from .composite import gelu_erf_bounds
-from .elementwise import add_bounds, mul_bounds, power_bounds
+from .elementwise import add_bounds, div_bounds, library_bounds, mul_bounds, power_bounds
 from .linalg import (
     any_subnormal,
     float32_magnitudes,
@@ -61,7 +61,7 @@ from .linalg import (
     split_operand,
 )
 from .normalisation import moments_rows, normalise_rows
-from .softmax import log_softmax_bounds, softmax_bounds
+from .softmax import log_softmax_backward_bounds, log_softmax_bounds, softmax_bounds
 
 __all__ = [
     "FormatArgs",
@@ -69,6 +69,7 @@ __all__ = [
     "any_subnormal",
     "broadcast_flat",
     "bump",
+    "div_bounds",
     "empty_like_order",
     "flat",
     "flat_views",
@@ -76,6 +77,8 @@ __all__ = [
     "format_args",
     "gelu_erf_bounds",
     "join_computed",
+    "library_bounds",
+    "log_softmax_backward_bounds",
     "log_softmax_bounds",
     "matmul_epilogue",
     "moments_rows",

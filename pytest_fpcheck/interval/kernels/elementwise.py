@@ -1,7 +1,10 @@
 """Kernels of correctly rounded element-wise arithmetic (:mod:`pytest_fpcheck.interval.elementwise`):
 the enclosures of a sum or difference (:func:`add_bounds`) and of a product (:func:`mul_bounds`)
-of broadcast interval operands, and of an integer power computed by repeated multiplication
-(:func:`power_bounds`), rounded outward onto the result format in one pass.
+of broadcast interval operands (rounded outward, or onto float64 and then to nearest onto the
+result's format in the same pass: :func:`..rounding.nearest`), of a quotient
+(:func:`div_bounds`), of an integer power computed by repeated multiplication
+(:func:`power_bounds`), and of a monotone library function from its float64 values at the ends
+(:func:`library_bounds`), rounded outward onto the result format in one pass.
 """
 
 from __future__ import annotations
@@ -13,10 +16,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...formats import Format
+from ...formats import FORMATS, Format
 from .. import fallbacks
 from ..jit import jit
-from ..rounding import _select, steps_out
+from ..rounding import (
+    NearestArgs,
+    _bits,
+    _nearest32_usual,
+    _nearest_usual,
+    _select,
+    nearest_args,
+    nearest_pair,
+    next_down,
+    next_up,
+    steps_out,
+)
 from .base import (
     block_length,
     broadcast_flat,
@@ -32,11 +46,13 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["add_bounds", "mul_bounds", "power_bounds"]
+__all__ = ["add_bounds", "div_bounds", "library_bounds", "mul_bounds", "power_bounds"]
+
+_FLOAT64 = FORMATS["float64"]
 
 
 @jit(cache=True, inline="always")
-def _sum_element(
+def sum_element(
     x_lo: float,
     x_hi: float,
     y_lo: float,
@@ -61,7 +77,7 @@ def _sum_element(
 def _sum64_usual(
     x_lo: float, x_hi: float, y_lo: float, y_hi: float
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
-    """:func:`_sum_element` onto float64 for the usual element, without a branch (so that a
+    """:func:`sum_element` onto float64 for the usual element, without a branch (so that a
     loop of it vectorises), and whether the element is usual: no end NaN, no inf - inf
     possible, and each sum of finite ends finite (an infinite end, a mask's -inf, is usual).
     There the general path takes these steps and no other: each end is the float64 sum where
@@ -76,7 +92,7 @@ def _sum64_usual(
     below, above, _ = steps_out(s, t)
     infinite_lo = (abs(x_lo) == math.inf) | (abs(y_lo) == math.inf)
     infinite_hi = (abs(x_hi) == math.inf) | (abs(y_hi) == math.inf)
-    # no inf - inf possible: the negation of _sum_element's ``opposite``
+    # no inf - inf possible: the negation of sum_element's ``opposite``
     apart = ((x_hi != math.inf) | (y_lo != -math.inf)) & ((x_lo != -math.inf) | (y_hi != math.inf))
     usual = (
         (s == s)
@@ -142,7 +158,128 @@ def _add_bounds_loop(
             y_lo, y_hi = (-b_hi[jb], -b_lo[jb]) if negate_b else (b_lo[jb], b_hi[jb])
             if missed and _sum64_usual(x_lo, x_hi, y_lo, y_hi)[2]:
                 continue  # written by the first pass
-            lo[i], hi[i] = _sum_element(x_lo, x_hi, y_lo, y_hi, fa, fast32)
+            lo[i], hi[i] = sum_element(x_lo, x_hi, y_lo, y_hi, fa, fast32)
+
+
+@jit(cache=True, inline="always")
+def _element64_usual(
+    x_lo: float, x_hi: float, y_lo: float, y_hi: float, product: bool, switch: bool
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """:func:`_sum64_usual` (``switch``: b negated) or :func:`_product64_usual` (``switch``:
+    stepped) of one element."""
+    if product:
+        return _product64_usual(x_lo, x_hi, y_lo, y_hi, switch)
+    if switch:
+        return _sum64_usual(x_lo, x_hi, -y_hi, -y_lo)
+    return _sum64_usual(x_lo, x_hi, y_lo, y_hi)
+
+
+@jit(cache=True, inline="always")
+def _element64(
+    x_lo: float,
+    x_hi: float,
+    y_lo: float,
+    y_hi: float,
+    product: bool,
+    switch: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """:func:`sum_element` or :func:`product_element` of one element onto float64 (``fa``)."""
+    if product:
+        return product_element(x_lo, x_hi, y_lo, y_hi, switch, fa, False)
+    if switch:
+        return sum_element(x_lo, x_hi, -y_hi, -y_lo, fa, False)
+    return sum_element(x_lo, x_hi, y_lo, y_hi, fa, False)
+
+
+@jit(cache=True, inline="always")
+def _nearest_loop(
+    a_lo: np.ndarray,
+    a_hi: np.ndarray,
+    a_period: int,
+    b_lo: np.ndarray,
+    b_hi: np.ndarray,
+    b_period: int,
+    product: bool,
+    switch: bool,
+    fa: tuple[bool, int, float, int, float, bool],
+    n: tuple[int, int, float, bool, tuple[float, float, float]],
+    is32: bool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """A sum or product (``product``; ``switch`` as :func:`_element64_usual` takes it) onto
+    float64, then rounded to nearest onto the format of ``n`` (``rounding.nearest_args``;
+    ``is32``: float32): the elements usual to both steps in one branch-free pass, then the
+    others by both general paths."""
+    precision, emin, big, has_inf, cn = n
+    smallest_normal = math.ldexp(1.0, emin)
+    lowest, highest = _bits(2.0 * smallest_normal), _bits(0.5 * big)
+    block = block_length(lo.size, a_period, b_period)
+    a_step, b_step = int(a_period > 1), int(b_period > 1)
+    missed = 0
+    for start in range(0, lo.size, block):
+        a0, b0 = start % a_period, start % b_period
+        for j in range(block):
+            i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
+            low, high, usual = _element64_usual(
+                a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], product, switch
+            )
+            if is32:
+                lower, upper, near = _nearest32_usual(low, high)
+            else:
+                lower, upper, near = _nearest_usual(
+                    low, high, precision, lowest, highest, has_inf, cn
+                )
+            lo[i], hi[i] = lower, upper
+            missed += not (usual & near)
+    if not missed:
+        return
+    for start in range(0, lo.size, block):
+        a0, b0 = start % a_period, start % b_period
+        for j in range(block):
+            i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
+            x_lo, x_hi, y_lo, y_hi = a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb]
+            low, high, usual = _element64_usual(x_lo, x_hi, y_lo, y_hi, product, switch)
+            if not usual:
+                low, high = _element64(x_lo, x_hi, y_lo, y_hi, product, switch, fa)
+            elif is32:
+                if _nearest32_usual(low, high)[2]:
+                    continue  # written by the first pass
+            elif _nearest_usual(low, high, precision, lowest, highest, has_inf, cn)[2]:
+                continue
+            lo[i], hi[i] = nearest_pair(
+                low, high, precision, smallest_normal, emin, big, has_inf, cn, is32
+            )
+
+
+@functools.cache
+def _nearest_bounds(product: bool, switch: bool, is32: bool) -> Callable[..., None]:
+    """The compiled sum or product with nearest rounding for these switches (compiled on
+    first use, then cached)."""
+
+    @jit(
+        cache=True,
+        error_model="numpy",
+        fallback=functools.partial(fallbacks.nearest_elementwise, product, switch),
+    )
+    def kernel(
+        a_lo: np.ndarray,
+        a_hi: np.ndarray,
+        a_period: int,
+        b_lo: np.ndarray,
+        b_hi: np.ndarray,
+        b_period: int,
+        fa: tuple[bool, int, float, int, float, bool],
+        n: tuple[int, int, float, bool, tuple[float, float, float]],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _nearest_loop(
+            a_lo, a_hi, a_period, b_lo, b_hi, b_period, product, switch, fa, n, is32, lo, hi
+        )
+
+    return kernel
 
 
 @functools.cache
@@ -177,10 +314,12 @@ def add_bounds(
     b_hi: Array,
     negate_b: bool,
     fmt: Format,
+    nearest: bool = False,
 ) -> tuple[Array, Array]:
     """[a_lo + b_lo, a_hi + b_hi] (b negated first when ``negate_b``: a - b), broadcast, each
     end exact where TwoSum shows the float64 sum exact, else stepped outward; the whole line
-    where inf - inf is possible or an end is NaN; rounded outward onto ``fmt``. For a point,
+    where inf - inf is possible or an end is NaN; rounded outward onto ``fmt``, or with
+    ``nearest`` onto float64 and then to nearest onto ``fmt`` (:func:`_finish`). For a point,
     pass the same array as both ends: its sum is then rounded in both directions."""
     shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
     a_low, a_period = broadcast_flat(a_lo, shape)
@@ -193,24 +332,12 @@ def add_bounds(
     if b_high.size != b_low.size:
         b_low, b_high = (np.ascontiguousarray(np.broadcast_to(x, shape)) for x in (b_lo, b_hi))
         b_low, b_high, b_period = b_low.reshape(-1), b_high.reshape(-1), max(b_low.size, 1)
-    lo, hi = np.empty(shape), np.empty(shape)
-    if lo.size:
-        _add_bounds(negate_b, fmt.name == "float32")(
-            a_low,
-            a_high,
-            a_period,
-            b_low,
-            b_high,
-            b_period,
-            format_args(fmt),
-            lo.reshape(-1),
-            hi.reshape(-1),
-        )
-    return lo, hi
+    operands = (a_low, a_high, a_period, b_low, b_high, b_period)
+    return _finish(_add_bounds, False, negate_b, operands, shape, fmt, nearest)
 
 
 @jit(cache=True, inline="always")
-def _product(
+def product_element(
     x_lo: float,
     x_hi: float,
     y_lo: float,
@@ -250,7 +377,7 @@ def _product(
 def _product64_usual(
     x_lo: float, x_hi: float, y_lo: float, y_hi: float, step: bool
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
-    """:func:`_product` onto float64 for the usual element, without a branch (so that a loop
+    """:func:`product_element` onto float64 for the usual element, without a branch (so that a loop
     of it vectorises), and whether the element is usual: its four ends and the hull of the
     four products finite, and, when ``step``, the hull's ends nonzero. There the general path
     takes these steps and no other: no product is infinite or NaN (an infinite one would make
@@ -315,7 +442,7 @@ def _mul_bounds_loop(
             x_lo, x_hi, y_lo, y_hi = a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb]
             if missed and _product64_usual(x_lo, x_hi, y_lo, y_hi, step)[2]:
                 continue  # written by the first pass
-            lo[i], hi[i] = _product(x_lo, x_hi, y_lo, y_hi, step, fa, fast32)
+            lo[i], hi[i] = product_element(x_lo, x_hi, y_lo, y_hi, step, fa, fast32)
 
 
 @functools.cache
@@ -350,10 +477,13 @@ def mul_bounds(
     b_hi: Array,
     step: bool,
     fmt: Format,
+    nearest: bool = False,
 ) -> tuple[Array, Array]:
     """The interval product, broadcast: the hull of the four endpoint products, stepped outward
     when ``step`` (float64 products inexact);
-    the whole line where 0 * inf or an undefined product is possible; rounded onto ``fmt``."""
+    the whole line where 0 * inf or an undefined product is possible; rounded outward onto
+    ``fmt``, or with ``nearest`` onto float64 and then to nearest onto ``fmt``
+    (:func:`_finish`)."""
     shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
     operands = []
     for low_end, high_end in ((a_lo, a_hi), (b_lo, b_hi)):
@@ -366,19 +496,35 @@ def mul_bounds(
             )
             period = max(low.size, 1)
         operands.append((low, high, period))
+    (x_lo, x_hi, x_period), (y_lo, y_hi, y_period) = operands
+    flat = (x_lo, x_hi, x_period, y_lo, y_hi, y_period)
+    return _finish(_mul_bounds, True, step, flat, shape, fmt, nearest)
+
+
+def _finish(
+    factory: Callable[[bool, bool], Callable[..., None]],
+    product: bool,
+    switch: bool,
+    operands: tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, int],
+    shape: tuple[int, ...],
+    fmt: Format,
+    nearest: bool,
+) -> tuple[Array, Array]:
+    """Run a sum's or product's kernel (``factory``'s, for ``switch``) on flat broadcast
+    operands into new arrays of ``shape``: rounded outward onto ``fmt``; with ``nearest``, for
+    the formats :func:`..rounding.nearest` rounds to nearest, onto float64 and then to nearest
+    in the same pass (:func:`_nearest_bounds`, bit for bit the two steps); for the others
+    outward onto ``fmt`` (what ``nearest`` gives them)."""
     lo, hi = np.empty(shape), np.empty(shape)
-    if lo.size:
-        (x_lo, x_hi, x_period), (y_lo, y_hi, y_period) = operands
-        _mul_bounds(step, fmt.name == "float32")(
-            x_lo,
-            x_hi,
-            x_period,
-            y_lo,
-            y_hi,
-            y_period,
-            format_args(fmt),
-            lo.reshape(-1),
-            hi.reshape(-1),
+    if not lo.size:
+        return lo, hi
+    rounding: NearestArgs | None = nearest_args(fmt) if nearest else None
+    if rounding is not None:
+        kernel = _nearest_bounds(product, switch, fmt.name == "float32")
+        kernel(*operands, format_args(_FLOAT64), rounding, lo.reshape(-1), hi.reshape(-1))
+    else:
+        factory(switch, fmt.name == "float32")(
+            *operands, format_args(fmt), lo.reshape(-1), hi.reshape(-1)
         )
     return lo, hi
 
@@ -404,12 +550,12 @@ def _power_bounds(fast32: bool, n: int) -> Callable[..., None]:
             x = x_lo[i]
             low, high = x, x
             for _ in range(n - 1):
-                low, high = _product(low, high, x, x, True, fa, fast32)
+                low, high = product_element(low, high, x, x, True, fa, fast32)
             if not point:  # a point's one chain gives both ends
                 x = x_hi[i]
                 upper_low, high = x, x
                 for _ in range(n - 1):
-                    upper_low, high = _product(upper_low, high, x, x, True, fa, fast32)
+                    upper_low, high = product_element(upper_low, high, x, x, True, fa, fast32)
             lo[i], hi[i] = low, high
 
     return kernel
@@ -431,5 +577,173 @@ def power_bounds(x_lo: Array, x_hi: Array, n: int, fmt: Format) -> tuple[Array, 
     if lo.size:
         _power_bounds(fmt.name == "float32", int(n))(
             low, high, high is low, format_args(fmt), lo.reshape(-1), hi.reshape(-1)
+        )
+    return lo, hi
+
+
+@jit(cache=True, inline="always")
+def library_element(
+    f_lo: float,
+    f_hi: float,
+    increasing: bool,
+    c: tuple[float, float],
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """One element of :func:`library_bounds`: ``c`` = (per magnitude, constant)."""
+    per_magnitude, constant = c
+    low, high = (f_lo, f_hi) if increasing else (f_hi, f_lo)
+    if (low != low) | (high != high):
+        return -math.inf, math.inf
+    magnitude = max(abs(low), abs(high))
+    allowance = 0.0 if magnitude == math.inf else per_magnitude * magnitude + constant
+    return outward_step(low - allowance, high + allowance, fa, fast32)
+
+
+@functools.cache
+def _library_bounds(increasing: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @jit(
+        cache=True,
+        error_model="numpy",
+        fallback=functools.partial(fallbacks.library, increasing, fast32),
+    )
+    def kernel(
+        f_lo: np.ndarray,
+        f_hi: np.ndarray,
+        c: tuple[float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        for n in range(lo.size):
+            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
+            lo[i], hi[i] = library_element(f_lo[i], f_hi[i], increasing, c, fa, fast32)
+
+    return kernel
+
+
+def library_bounds(
+    f_lo: Array,
+    f_hi: Array,
+    increasing: bool,
+    per_magnitude: float,
+    constant: float,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """The enclosure of a monotone function's values over intervals from its float64 values
+    at their ends (``f_hi is f_lo`` for points): with M the larger magnitude of an element's
+    two values and ``allowance = per_magnitude * M + constant`` (0 where M is infinite),
+    [f_lo - allowance, f_hi + allowance] (swapped first when not ``increasing``) stepped one
+    float64 step outward and rounded outward onto ``fmt``; the whole line where a value is
+    NaN. One pass (:func:`.elementwise.library_function` states the rule)."""
+    # asarray keeps a 0-d shape (a scalar's value), unlike ascontiguousarray
+    low = np.asarray(f_lo, dtype=np.float64, order="C")
+    high = low if f_hi is f_lo else np.asarray(f_hi, dtype=np.float64, order="C")
+    lo, hi = np.empty(low.shape), np.empty(low.shape)
+    if lo.size:
+        _library_bounds(bool(increasing), fmt.name == "float32")(
+            low.reshape(-1),
+            high.reshape(-1),
+            (float(per_magnitude), float(constant)),
+            format_args(fmt),
+            lo.reshape(-1),
+            hi.reshape(-1),
+        )
+    return lo, hi
+
+
+@jit(cache=True, inline="always")
+def quotient_element(
+    x_lo: float,
+    x_hi: float,
+    y_lo: float,
+    y_hi: float,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """The enclosure of [x_lo, x_hi] / [y_lo, y_hi] (:func:`div_bounds` states the rule)."""
+    q1, q2, q3, q4 = x_lo / y_lo, x_lo / y_hi, x_hi / y_lo, x_hi / y_hi
+    # NumPy's minimum and maximum: a NaN quotient is their result
+    low = min(min(q1, q2), min(q3, q4))
+    high = max(max(q1, q2), max(q3, q4))
+    undefined = (q1 != q1) | (q2 != q2) | (q3 != q3) | (q4 != q4)
+    infinity_over_infinity = (math.isinf(x_lo) | math.isinf(x_hi)) & (
+        math.isinf(y_lo) | math.isinf(y_hi)
+    )
+    if ((y_lo <= 0) & (y_hi >= 0)) | infinity_over_infinity:
+        return -math.inf, math.inf
+    if undefined:  # a NaN end stepped: the infinities of its side
+        low, high = math.nan, math.nan
+    low, high = next_down(low), next_up(high)
+    if ((x_lo >= 0) & (y_lo > 0)) | ((x_hi <= 0) & (y_hi < 0)):
+        low = max(low, 0.0)
+    if ((x_lo >= 0) & (y_hi < 0)) | ((x_hi <= 0) & (y_lo > 0)):
+        high = min(high, 0.0)
+    return outward(low, high, fa, fast32)
+
+
+@functools.cache
+def _div_bounds(fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for this switch (compiled on first use, then cached)."""
+
+    @jit(cache=True, error_model="numpy", fallback=functools.partial(fallbacks.div, fast32))
+    def kernel(
+        a_lo: np.ndarray,
+        a_hi: np.ndarray,
+        a_period: int,
+        b_lo: np.ndarray,
+        b_hi: np.ndarray,
+        b_period: int,
+        fa: tuple[bool, int, float, int, float, bool],
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        block = block_length(lo.size, a_period, b_period)
+        a_step, b_step = int(a_period > 1), int(b_period > 1)
+        for start in range(0, lo.size, block):
+            a0, b0 = start % a_period, start % b_period
+            for j in range(block):
+                i = np.uint64(start + j)
+                ja, jb = np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
+                lo[i], hi[i] = quotient_element(a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], fa, fast32)
+
+    return kernel
+
+
+def div_bounds(
+    a_lo: Array, a_hi: Array, b_lo: Array, b_hi: Array, fmt: Format
+) -> tuple[Array, Array]:
+    """The interval quotient, broadcast: the hull of the four end quotients (each correctly
+    rounded in float64) stepped one float64 step outward, rounded outward onto ``fmt``; the
+    whole line where the divisor's interval holds zero (of either sign) or an infinity may be
+    divided by one. Where the operands' signs decide the quotient's, a zero end stays at zero
+    (0 / b is exactly 0, an underflowing quotient keeps its sign). One pass."""
+    shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
+    operands = []
+    for low_end, high_end in ((a_lo, a_hi), (b_lo, b_hi)):
+        low, period = broadcast_flat(low_end, shape)
+        high = low if high_end is low_end else broadcast_flat(high_end, shape)[0]
+        if high.size != low.size:  # the two ends broadcast differently
+            low, high = (
+                np.ascontiguousarray(np.broadcast_to(x, shape), dtype=np.float64).reshape(-1)
+                for x in (low_end, high_end)
+            )
+            period = max(low.size, 1)
+        operands.append((low, high, period))
+    lo, hi = np.empty(shape), np.empty(shape)
+    if lo.size:
+        (x_lo, x_hi, x_period), (y_lo, y_hi, y_period) = operands
+        _div_bounds(fmt.name == "float32")(
+            x_lo,
+            x_hi,
+            x_period,
+            y_lo,
+            y_hi,
+            y_period,
+            format_args(fmt),
+            lo.reshape(-1),
+            hi.reshape(-1),
         )
     return lo, hi

@@ -1,6 +1,7 @@
 """Kernels of the softmax rules (:mod:`pytest_fpcheck.tracking.torch.rules.softmax`): the
 enclosure of each row's softmax (:func:`softmax_bounds`) and log-softmax
-(:func:`log_softmax_bounds`), one compiled pass per row.
+(:func:`log_softmax_bounds`), one compiled pass per row, and of log-softmax's gradient from its
+rows' sums (:func:`log_softmax_backward_bounds`), one pass.
 """
 
 from __future__ import annotations
@@ -20,26 +21,28 @@ from .base import (
     outward,
     outward_step,
 )
+from .elementwise import library_element, product_element, sum_element
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     Array = NDArray[np.float64]
 
-__all__ = ["log_softmax_bounds", "softmax_bounds"]
+__all__ = ["log_softmax_backward_bounds", "log_softmax_bounds", "softmax_bounds"]
 
 
 @jit(cache=True, inline="always")
-def _shifted_exp(d: float, upward: bool) -> float:  # pragma: no cover - compiled
-    """exp(d) for d <= 0 widened by its evaluation error ((|d| + 8) 2**-51 relative: the
-    rounding of d and libm's exp); below d = -700 (a result under 2**-1009) 0 as a lower and
-    2**-1000 as an upper end, which keeps subnormal arithmetic out of the kernel."""
+def _widened(raw: float, d: float, upward: bool) -> float:  # pragma: no cover - compiled
+    """exp(d) for d <= 0 from ``raw``, libm's ``exp(d)``, widened by its evaluation error
+    ((|d| + 8) 2**-51 relative: the rounding of d and libm's exp); below d = -700 (a result
+    under 2**-1009) 0 as a lower and 2**-1000 as an upper end, which keeps subnormal arithmetic
+    out of the kernel."""
     if d < -700.0:
         return 2.0**-1000 if upward else 0.0
     finite = d if math.isfinite(d) else 0.0
     if upward:
-        return math.exp(d) * (1.0 + (abs(finite) + 8.0) * 2.0**-51)
-    return math.exp(d) * (1.0 - (abs(finite) + 8.0) * 2.0**-51)
+        return raw * (1.0 + (abs(finite) + 8.0) * 2.0**-51)
+    return raw * (1.0 - (abs(finite) + 8.0) * 2.0**-51)
 
 
 @jit(cache=True, inline="always")
@@ -50,17 +53,23 @@ def _exponentials(
     top: float,
     e_lo: np.ndarray,
     e_hi: np.ndarray,
+    raw_lo: np.ndarray,
+    raw_hi: np.ndarray,
 ) -> tuple[float, float]:  # pragma: no cover - compiled
     """Fill ``e_lo`` and ``e_hi`` with the row's exponentials exp(x - top) at the lower ends
-    widened down and at the upper ends widened up (:func:`_shifted_exp`), and return their sums
-    (S_hi, S_lo), widened by the sums' float64 error: at most (n - 1) 2**-53 relatively."""
+    widened down and at the upper ends widened up (:func:`_widened`), ``raw_lo`` and ``raw_hi``
+    with libm's values before the widening (for the other widening of each, without a second
+    exp), and return their sums (S_hi, S_lo), widened by the sums' float64 error: at most
+    (n - 1) 2**-53 relatively."""
     n = e_lo.size
     margin = 2.0**-40 + (n + 2) * 2.0**-52
     total_hi = 0.0
     total_lo = 0.0
     for j in range(n):
-        e_lo[j] = _shifted_exp(lo[row, j] - top, False)
-        e_hi[j] = _shifted_exp(hi[row, j] - top, True)
+        d_lo, d_hi = lo[row, j] - top, hi[row, j] - top
+        raw_lo[j], raw_hi[j] = math.exp(d_lo), math.exp(d_hi)
+        e_lo[j] = _widened(raw_lo[j], d_lo, False)
+        e_hi[j] = _widened(raw_hi[j], d_hi, True)
         total_hi += e_hi[j]
         total_lo += e_lo[j]
     return total_hi * (1.0 + margin), max(total_lo * (1.0 - margin), 0.0)
@@ -79,8 +88,7 @@ def _softmax_rows_loop(
 ) -> None:  # pragma: no cover - compiled
     kappa, absolute, factor, u, tiny = c
     rows, n = lo.shape
-    e_lo = np.empty(n)
-    e_hi = np.empty(n)
+    e_lo, e_hi, raw_lo, raw_hi = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     for row in range(rows):
         top = -math.inf
         undefined = False  # some upper end is NaN
@@ -102,7 +110,7 @@ def _softmax_rows_loop(
         if undefined or not math.isfinite(top):
             top = 0.0
         may_be_nan = may_be_nan or every_lower_neginf
-        total_hi, total_lo = _exponentials(lo, hi, row, top, e_lo, e_hi)
+        total_hi, total_lo = _exponentials(lo, hi, row, top, e_lo, e_hi, raw_lo, raw_hi)
         for j in range(n):
             if safe and every_upper_neginf:
                 out_lo[row, j], out_hi[row, j] = 0.0, 0.0
@@ -197,8 +205,7 @@ def _log_softmax_rows_loop(
 ) -> None:  # pragma: no cover - compiled
     u, log_f, per_log_s, tiny = c
     rows, n = lo.shape
-    e_lo = np.empty(n)
-    e_hi = np.empty(n)
+    e_lo, e_hi, raw_lo, raw_hi = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     for row in range(rows):
         top = -math.inf
         lowest_max = -math.inf
@@ -222,14 +229,14 @@ def _log_softmax_rows_loop(
         # the row's maximum m lies between its largest lower end and top
         shift_gap = top - lowest_max if math.isfinite(lowest_max) and not undefined else 0.0
         may_be_nan = may_be_nan or every_lower_neginf
-        total_hi, total_lo = _exponentials(lo, hi, row, top, e_lo, e_hi)
+        total_hi, total_lo = _exponentials(lo, hi, row, top, e_lo, e_hi, raw_lo, raw_hi)
         log_s = max(abs(math.log(total_hi)), abs(math.log(max(total_lo, 1e-300))))
         common = log_f + per_log_s * log_s + tiny
         for j in range(n):
             # x_i - log(exp(x_i) + rest) increases in x_i and decreases in the rest: the lower
             # end takes x_i's own exponential at lo from above, the upper end at hi from below
             d_lo, d_hi = lo[row, j] - top, hi[row, j] - top
-            own_lo, own_hi = _shifted_exp(d_lo, True), _shifted_exp(d_hi, False)
+            own_lo, own_hi = _widened(raw_lo[j], d_lo, True), _widened(raw_hi[j], d_hi, False)
             low = d_lo - math.log(own_lo + (total_hi - e_hi[j]))
             high = d_hi - math.log(own_hi + max(total_lo - e_lo[j], 0.0))
             lower = low - (
@@ -292,6 +299,92 @@ def log_softmax_bounds(
     or every lower end -inf) and where an end came out NaN."""
     return _by_rows(
         _log_softmax_rows(fmt.name == "float32"), lo, hi, axis, (u, log_f, per_log_s, tiny), fmt
+    )
+
+
+@functools.cache
+def _log_softmax_backward_rows(
+    fast32_compute: bool, narrower: bool, fast32: bool
+) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached):
+    ``narrower``, the result's format is not the compute format."""
+
+    @jit(cache=True, error_model="numpy")
+    def kernel(
+        g_lo: np.ndarray,
+        g_hi: np.ndarray,
+        y_lo: np.ndarray,
+        y_hi: np.ndarray,
+        t_lo: np.ndarray,
+        t_hi: np.ndarray,
+        c: tuple[float, float],
+        fc: tuple[bool, int, float, int, float, bool],
+        fa: tuple[bool, int, float, int, float, bool],
+        out_lo: np.ndarray,
+        out_hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        rows, n = g_lo.shape
+        for row in range(rows):
+            s_lo, s_hi = t_lo[row], t_hi[row]
+            for j in range(n):
+                e_lo, e_hi = library_element(
+                    math.exp(y_lo[row, j]), math.exp(y_hi[row, j]), True, c, fc, fast32_compute
+                )
+                p_lo, p_hi = product_element(e_lo, e_hi, s_lo, s_hi, True, fc, fast32_compute)
+                r_lo, r_hi = sum_element(
+                    g_lo[row, j], g_hi[row, j], -p_hi, -p_lo, fc, fast32_compute
+                )
+                if narrower:
+                    r_lo, r_hi = outward(r_lo, r_hi, fa, fast32)
+                out_lo[row, j], out_hi[row, j] = r_lo, r_hi
+
+    return kernel
+
+
+def log_softmax_backward_bounds(
+    g: tuple[Array, Array],
+    y: tuple[Array, Array],
+    total: tuple[Array, Array],
+    axis: int,
+    allowance: tuple[float, float],
+    compute: Format,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """The enclosure of ``g - exp(y) * s`` along ``axis`` from the ends of g, of y (of g's
+    shape) and of each row's sum s (``total``, its dimension kept), each step as its interval
+    operation rounds it onto ``compute``: exp(y) as :func:`.elementwise.library_bounds` with
+    ``allowance`` (per magnitude, constant), the product as :func:`.elementwise.mul_bounds`
+    (stepped outward), the difference as :func:`.elementwise.add_bounds`; then rounded outward
+    onto ``fmt``. One pass; the same bits as those three operations (exp evaluated by libm
+    here, by NumPy there: each within the allowance's float64 slack)."""
+    shape = np.shape(g[0])
+    if not shape:  # a 0-d tensor: its own one-element row
+        shape, axis = (1,), 0
+
+    def rows(end: Array, of: tuple[int, ...]) -> np.ndarray:
+        moved = np.moveaxis(np.broadcast_to(np.reshape(end, of), of), axis, -1)
+        return np.ascontiguousarray(moved, dtype=np.float64).reshape(-1, of[axis])
+
+    kept = tuple(1 if i == axis else k for i, k in enumerate(shape))
+    n = shape[axis]
+    moved_shape = (*(k for i, k in enumerate(shape) if i != axis), n)
+    out_lo, out_hi = np.empty(moved_shape), np.empty(moved_shape)
+    if out_lo.size:
+        _log_softmax_backward_rows(
+            compute.name == "float32", fmt is not compute, fmt.name == "float32"
+        )(
+            *(rows(end, shape) for end in (*g, *y)),
+            *(rows(end, kept).reshape(-1) for end in total),
+            allowance,
+            format_args(compute),
+            format_args(fmt),
+            out_lo.reshape(-1, n),
+            out_hi.reshape(-1, n),
+        )
+    original = np.shape(g[0])
+    return (
+        np.moveaxis(out_lo, -1, axis).reshape(original),
+        np.moveaxis(out_hi, -1, axis).reshape(original),
     )
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from ....interval import elementwise as ew
 from ....interval.core import Interval, gamma
 from ....interval.kernels import (
+    log_softmax_backward_bounds,
     log_softmax_bounds,
     softmax_bounds,
 )
@@ -192,7 +193,16 @@ def _log_softmax_backward(ctx: RuleContext) -> Interval:
         terms = max(int(np.broadcast_to(nonzero, g.shape).sum(axis=axis).max(initial=0)), 1)
         row_factor = min(ctx.sums.factor(n, u), gamma(terms - 1, u))
         total = reduce_sum(g, (axis,), True, c, lambda _: row_factor, accumulate=c)
-    exponential = ew.library_function(np.exp, y, c, c, ew.ULP_ERRORS["exp"])
-    # the difference is on the compute format's grid: rounded again only onto a coarser format
-    result = ew.sub(g, ew.mul(exponential, total, c), c)
-    return result if ctx.fmt is c else result.to_format(ctx.fmt)
+    # exp(y), its product by the sum and the difference, each rounded outward onto the compute
+    # format as ew.library_function, ew.mul and ew.sub round them, in one pass; the difference
+    # is on the compute format's grid: rounded again only onto a coarser format
+    lo, hi = log_softmax_backward_bounds(
+        (g.lo, g.hi),
+        (y.lo, y.hi),
+        (total.lo, total.hi),
+        axis,
+        ew.library_allowance(c, ew.ULP_ERRORS["exp"]),
+        c,
+        ctx.fmt,
+    )
+    return Interval(lo, hi)
