@@ -321,18 +321,7 @@ def add_bounds(
     where inf - inf is possible or an end is NaN; rounded outward onto ``fmt``, or with
     ``nearest`` onto float64 and then to nearest onto ``fmt`` (:func:`_finish`). For a point,
     pass the same array as both ends: its sum is then rounded in both directions."""
-    shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
-    a_low, a_period = broadcast_flat(a_lo, shape)
-    a_high = a_low if a_hi is a_lo else broadcast_flat(a_hi, shape)[0]
-    b_low, b_period = broadcast_flat(b_lo, shape)
-    b_high = b_low if b_hi is b_lo else broadcast_flat(b_hi, shape)[0]
-    if a_high.size != a_low.size:  # the two ends of an operand broadcast differently
-        a_low, a_high = (np.ascontiguousarray(np.broadcast_to(x, shape)) for x in (a_lo, a_hi))
-        a_low, a_high, a_period = a_low.reshape(-1), a_high.reshape(-1), max(a_low.size, 1)
-    if b_high.size != b_low.size:
-        b_low, b_high = (np.ascontiguousarray(np.broadcast_to(x, shape)) for x in (b_lo, b_hi))
-        b_low, b_high, b_period = b_low.reshape(-1), b_high.reshape(-1), max(b_low.size, 1)
-    operands = (a_low, a_high, a_period, b_low, b_high, b_period)
+    shape, operands = _broadcast_operands(a_lo, a_hi, b_lo, b_hi)
     return _finish(_add_bounds, False, negate_b, operands, shape, fmt, nearest)
 
 
@@ -484,8 +473,18 @@ def mul_bounds(
     the whole line where 0 * inf or an undefined product is possible; rounded outward onto
     ``fmt``, or with ``nearest`` onto float64 and then to nearest onto ``fmt``
     (:func:`_finish`)."""
+    shape, flat = _broadcast_operands(a_lo, a_hi, b_lo, b_hi)
+    return _finish(_mul_bounds, True, step, flat, shape, fmt, nearest)
+
+
+def _broadcast_operands(
+    a_lo: Array, a_hi: Array, b_lo: Array, b_hi: Array
+) -> tuple[tuple[int, ...], tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, int]]:
+    """The broadcast shape of two interval operands and their flat ends with their periods
+    (:func:`.base.broadcast_flat`; a point's one array serves as both ends; an operand whose
+    two ends broadcast differently is broadcast and copied whole)."""
     shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
-    operands = []
+    flat: list[np.ndarray | int] = []
     for low_end, high_end in ((a_lo, a_hi), (b_lo, b_hi)):
         low, period = broadcast_flat(low_end, shape)
         high = low if high_end is low_end else broadcast_flat(high_end, shape)[0]
@@ -495,10 +494,8 @@ def mul_bounds(
                 for x in (low_end, high_end)
             )
             period = max(low.size, 1)
-        operands.append((low, high, period))
-    (x_lo, x_hi, x_period), (y_lo, y_hi, y_period) = operands
-    flat = (x_lo, x_hi, x_period, y_lo, y_hi, y_period)
-    return _finish(_mul_bounds, True, step, flat, shape, fmt, nearest)
+        flat += [low, high, period]
+    return shape, tuple(flat)  # type: ignore[return-value]
 
 
 def _finish(
@@ -720,30 +717,10 @@ def div_bounds(
     whole line where the divisor's interval holds zero (of either sign) or an infinity may be
     divided by one. Where the operands' signs decide the quotient's, a zero end stays at zero
     (0 / b is exactly 0, an underflowing quotient keeps its sign). One pass."""
-    shape = np.broadcast_shapes(a_lo.shape, b_lo.shape)
-    operands = []
-    for low_end, high_end in ((a_lo, a_hi), (b_lo, b_hi)):
-        low, period = broadcast_flat(low_end, shape)
-        high = low if high_end is low_end else broadcast_flat(high_end, shape)[0]
-        if high.size != low.size:  # the two ends broadcast differently
-            low, high = (
-                np.ascontiguousarray(np.broadcast_to(x, shape), dtype=np.float64).reshape(-1)
-                for x in (low_end, high_end)
-            )
-            period = max(low.size, 1)
-        operands.append((low, high, period))
+    shape, operands = _broadcast_operands(a_lo, a_hi, b_lo, b_hi)
     lo, hi = np.empty(shape), np.empty(shape)
     if lo.size:
-        (x_lo, x_hi, x_period), (y_lo, y_hi, y_period) = operands
         _div_bounds(fmt.name == "float32")(
-            x_lo,
-            x_hi,
-            x_period,
-            y_lo,
-            y_hi,
-            y_period,
-            format_args(fmt),
-            lo.reshape(-1),
-            hi.reshape(-1),
+            *operands, format_args(fmt), lo.reshape(-1), hi.reshape(-1)
         )
     return lo, hi
