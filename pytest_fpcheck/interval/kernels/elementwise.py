@@ -128,26 +128,9 @@ def _add_bounds_loop(
     # onto float64 (what a run that rounds to nearest asks first), the usual elements in one
     # branch-free pass that vectorises, then the others element by element
     missed = 0
-    if fa[0] and a_period == lo.size and b_period == lo.size:
-        for n in range(lo.size):
-            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
-            x_lo, x_hi = a_lo[i], a_hi[i]
-            y_lo, y_hi = (-b_hi[i], -b_lo[i]) if negate_b else (b_lo[i], b_hi[i])
-            lo[i], hi[i], usual = _sum64_usual(x_lo, x_hi, y_lo, y_hi)
-            missed += not usual
-        if not missed:
-            return
-    elif fa[0]:
-        for start in range(0, lo.size, block):
-            a0, b0 = start % a_period, start % b_period
-            for j in range(block):
-                # unsigned indices: numba then skips its negative-index wraparound
-                i = np.uint64(start + j)
-                ja, jb = np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
-                x_lo, x_hi = a_lo[ja], a_hi[ja]
-                y_lo, y_hi = (-b_hi[jb], -b_lo[jb]) if negate_b else (b_lo[jb], b_hi[jb])
-                lo[i], hi[i], usual = _sum64_usual(x_lo, x_hi, y_lo, y_hi)
-                missed += not usual
+    if fa[0]:
+        u = (a_lo, a_hi, b_lo, b_hi, lo, hi)
+        missed = _usual_pass(u, (False, negate_b, False, _NO_NEAREST), a_period, b_period)
         if not missed:
             return
     for start in range(0, lo.size, block):
@@ -193,6 +176,76 @@ def _element64(
 
 
 @jit(cache=True, inline="always")
+def _usual_run(
+    u: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    v: tuple[
+        bool, bool, bool, tuple[bool, int, np.int64, np.int64, bool, tuple[float, float, float]]
+    ],
+    start: int,
+    block: int,
+    a0: int,
+    a_step: int,
+    b0: int,
+    b_step: int,
+) -> int:  # pragma: no cover - compiled
+    """The branch-free pass over the ``block`` outputs from ``start`` (operand a read from
+    ``a0`` by ``a_step``, b from ``b0`` by ``b_step``): each element's sum or product onto
+    float64 by its usual path (:func:`_element64_usual`; ``v`` = (product, switch, nearest,
+    rounding)), with ``nearest`` then rounded to nearest by the usual path of the format that
+    ``rounding`` = (is32, precision, lowest, highest, has_inf, drifts) describes; writes each
+    element's ends and gives how many elements miss the usual paths."""
+    a_lo, a_hi, b_lo, b_hi, lo, hi = u
+    product, switch, nearest, rounding = v
+    is32, precision, lowest, highest, has_inf, cn = rounding
+    missed = 0
+    for j in range(block):
+        i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
+        low, high, usual = _element64_usual(a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], product, switch)
+        if nearest and is32:
+            low, high, near = _nearest32_usual(low, high)
+            usual &= near
+        elif nearest:
+            low, high, near = _nearest_usual(low, high, precision, lowest, highest, has_inf, cn)
+            usual &= near
+        lo[i], hi[i] = low, high
+        missed += not usual
+    return missed
+
+
+@jit(cache=True, inline="always")
+def _usual_pass(
+    u: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    v: tuple[
+        bool, bool, bool, tuple[bool, int, np.int64, np.int64, bool, tuple[float, float, float]]
+    ],
+    a_period: int,
+    b_period: int,
+) -> int:  # pragma: no cover - compiled
+    """:func:`_usual_run` over every output, block by block (:func:`.base.block_length`), each
+    operand's step a constant of the compiled code: a loop that reads each operand
+    contiguously or as one broadcast value, not by gathered indices, which took half the time
+    of a sum or product."""
+    size = u[4].size
+    block = block_length(size, a_period, b_period)
+    missed = 0
+    for start in range(0, size, block):
+        a0, b0 = start % a_period, start % b_period
+        if (a_period > 1) & (b_period > 1):
+            missed += _usual_run(u, v, start, block, a0, 1, b0, 1)
+        elif a_period > 1:
+            missed += _usual_run(u, v, start, block, a0, 1, b0, 0)
+        elif b_period > 1:
+            missed += _usual_run(u, v, start, block, a0, 0, b0, 1)
+        else:
+            missed += _usual_run(u, v, start, block, a0, 0, b0, 0)
+    return missed
+
+
+#: the rounding argument of :func:`_usual_run` for a pass onto float64 alone
+_NO_NEAREST = (False, 0, np.int64(0), np.int64(0), False, (0.0, 0.0, 0.0))
+
+
+@jit(cache=True, inline="always")
 def _nearest_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
@@ -217,22 +270,9 @@ def _nearest_loop(
     lowest, highest = _bits(2.0 * smallest_normal), _bits(0.5 * big)
     block = block_length(lo.size, a_period, b_period)
     a_step, b_step = int(a_period > 1), int(b_period > 1)
-    missed = 0
-    for start in range(0, lo.size, block):
-        a0, b0 = start % a_period, start % b_period
-        for j in range(block):
-            i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
-            low, high, usual = _element64_usual(
-                a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], product, switch
-            )
-            if is32:
-                lower, upper, near = _nearest32_usual(low, high)
-            else:
-                lower, upper, near = _nearest_usual(
-                    low, high, precision, lowest, highest, has_inf, cn
-                )
-            lo[i], hi[i] = lower, upper
-            missed += not (usual & near)
+    u = (a_lo, a_hi, b_lo, b_hi, lo, hi)
+    rounding = (is32, precision, lowest, highest, has_inf, cn)
+    missed = _usual_pass(u, (product, switch, True, rounding), a_period, b_period)
     if not missed:
         return
     for start in range(0, lo.size, block):
@@ -407,21 +447,9 @@ def _mul_bounds_loop(
     a_step, b_step = int(a_period > 1), int(b_period > 1)
     # onto float64, the usual elements in one branch-free pass first (as for sums)
     missed = 0
-    if fa[0] and a_period == lo.size and b_period == lo.size:
-        for n in range(lo.size):
-            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
-            lo[i], hi[i], usual = _product64_usual(a_lo[i], a_hi[i], b_lo[i], b_hi[i], step)
-            missed += not usual
-        if not missed:
-            return
-    elif fa[0]:
-        for start in range(0, lo.size, block):
-            a0, b0 = start % a_period, start % b_period
-            for j in range(block):
-                i = np.uint64(start + j)
-                ja, jb = np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
-                lo[i], hi[i], usual = _product64_usual(a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], step)
-                missed += not usual
+    if fa[0]:
+        u = (a_lo, a_hi, b_lo, b_hi, lo, hi)
+        missed = _usual_pass(u, (True, step, False, _NO_NEAREST), a_period, b_period)
         if not missed:
             return
     for start in range(0, lo.size, block):
