@@ -68,7 +68,7 @@ BINARY = ["add", "sub", "mul", "div", "maximum", "where", "iadd", "isub", "imul"
 BINARY += ["lerp", "lerp_high", "addcmul", "addcdiv"]
 #: backward kernels of activations: the gradient y's upstream gradient x meets
 BINARY += ["sigmoid_backward", "tanh_backward", "threshold_backward"]
-BINARY += ["gelu_backward", "gelu_backward_tanh"]
+BINARY += ["gelu_backward", "gelu_backward_tanh", "silu_backward"]
 #: one fused AdamW step (the CPU kernel) of parameters x with gradients y and fresh states
 BINARY += ["fused_adamw"]
 #: layer norm's backward kernel: the input's gradient of a layer norm of x (unit weight, zero
@@ -254,6 +254,7 @@ def run_torch(program: Program, *, float64: bool = False, device: str = "cpu") -
                 "gelu_backward_tanh": lambda a, b: torch.ops.aten.gelu_backward(
                     b, a, approximate="tanh"
                 ),
+                "silu_backward": lambda a, b: torch.ops.aten.silu_backward(b, a),
                 "fused_adamw": _fused_adamw,
                 "layer_norm_backward": _layer_norm_backward,
                 "batch_norm_running": _batch_norm_running,
@@ -457,6 +458,12 @@ def gelu_derivative(v):
     return mpmath.ncdf(v) + v * mpmath.npdf(v)
 
 
+def silu_derivative(v):
+    """SiLU's derivative, s (1 + v (1 - s)) with s the logistic function, exactly."""
+    s = 1 / (1 + mpmath.exp(-v))
+    return s * (1 + v * (1 - s))
+
+
 def gelu_tanh_derivative(v):
     """The tanh form's derivative, exactly (kappa the decimal 0.044715)."""
     beta, kappa = mpmath.sqrt(2 / mpmath.pi), mpmath.mpf("0.044715")
@@ -558,6 +565,7 @@ def _run_exact(program: Program) -> np.ndarray:
                         "threshold_backward": lambda a, b: b if a > 0 else mpmath.mpf(0),
                         "gelu_backward": lambda a, b: b * gelu_derivative(a),
                         "gelu_backward_tanh": lambda a, b: b * gelu_tanh_derivative(a),
+                        "silu_backward": lambda a, b: b * silu_derivative(a),
                         "fused_adamw": _fused_adamw_exact,
                     }[op.removeprefix("i")],
                     otypes=[object],

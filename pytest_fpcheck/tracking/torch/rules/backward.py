@@ -16,6 +16,9 @@ in float32 too (every float16 or bfloat16 number is a float32 one).
   ``x``'s enclosure (a function with one minimum and one maximum), widened by a bound of ATen's
   evaluation error in the compute format, times ``g``, then the kernel's last rounding
   (:func:`_gelu_backward`; RENDER III-B, as the forward rule ``aten.gelu``).
+* **silu_backward** ``g * SiLU'(x)``: the same construction for SiLU's derivative
+  ``s (1 + x (1 - s))`` (one minimum, one maximum) with a proven bound of the kernel's error
+  (:func:`_silu_form_error`) and its two roundings (:func:`_silu_backward`).
 
 Log-softmax's and ``nll_loss``'s backward kernels have their rules beside their forward ones
 (:mod:`.softmax`, :mod:`.losses`), layer norm's in :mod:`.normalisation_backward`, an
@@ -36,7 +39,16 @@ from ....interval import elementwise as ew
 from ....interval.core import Interval, gamma
 from ....interval.rounding import down, up
 from ..context import RuleContext
-from ._common import F64, Array, erf64, rounded_twice, rule, sign_of
+from ._common import (
+    F64,
+    Array,
+    erf64,
+    raise_unsupported,
+    rounded_twice,
+    rule,
+    sigmoid64,
+    sign_of,
+)
 
 __all__: list[str] = []
 
@@ -102,6 +114,9 @@ _TANH_BETA, _TANH_KAPPA = math.sqrt(2.0 / math.pi), 0.044715
 _EXTREMA = {
     "none": ((-1.4142135623730951, -0.12890414518515482), (1.4142135623730951, 1.128904145185155)),
     "tanh": ((-1.4185040087908284, -0.1289930686587718), (1.4185040087908284, 1.128993068658772)),
+    # SiLU's derivative s (1 + x (1 - s)): its own derivative s (1 - s) (2 - x tanh(x / 2))
+    # vanishes where x tanh(x / 2) = 2, +-2.39935728051546766783, and D(-x) = 1 - D(x)
+    "silu": ((-2.3993572805154675, -0.09983932012886691), (2.3993572805154675, 1.099839320128867)),
 }
 #: sup over z >= 0 of z^k exp(-z^2 / 2) (k = 1, 2, 3: at z = sqrt k), rounded up past the
 #: factor (1 + k u) that exp(-z^2 (1 - u) / 2) adds
@@ -134,12 +149,29 @@ def _derivative_tanh(x: Array) -> tuple[Array, Array]:
     return value, _EVALUATION_SLACK * (1.0 + np.abs(second))
 
 
-def _derivative_range(a: Interval, approximate: str) -> tuple[Array, Array]:
-    """[min, max] of GELU's derivative over ``a`` (float64, rounded outward): the hull of its
-    end values, and of its minimum (maximum) where ``a`` holds that abscissa."""
-    function: Callable[[Array], tuple[Array, Array | float]] = (
-        _derivative_tanh if approximate == "tanh" else _derivative_erf
-    )
+def _derivative_silu(x: Array) -> tuple[Array, Array]:
+    """(SiLU's derivative s (1 + x (1 - s)) in float64, s = sigmoid(x), a bound of that
+    evaluation's error): s within 8 ULPs (:func:`._common.sigmoid64`), 1 - s within one more
+    of 1, then |x| times that and four roundings: 2**-44 (1 + |x|) holds them all (where
+    1 - s is 0 in float64, x > 36, the exact x (1 - s) is below x e**-x < 2**-44)."""
+    with np.errstate(all="ignore"):
+        s = sigmoid64(x)
+        value: Array = s * (1.0 + x * (1.0 - s))
+    return value, _EVALUATION_SLACK * (1.0 + np.abs(x))
+
+
+_DERIVATIVES: dict[str, Callable[[Array], tuple[Array, Array | float]]] = {
+    "none": _derivative_erf,
+    "tanh": _derivative_tanh,
+    "silu": _derivative_silu,
+}
+
+
+def _derivative_range(a: Interval, form: str) -> tuple[Array, Array]:
+    """[min, max] of the derivative of GELU (``form`` "none" or "tanh") or SiLU ("silu") over
+    ``a`` (float64, rounded outward): the hull of its end values, and of its minimum (maximum)
+    where ``a`` holds that abscissa."""
+    function = _DERIVATIVES[form]
     f_lo, slack_lo = function(a.lo)
     f_hi, slack_hi = (f_lo, slack_lo) if a.is_point else function(a.hi)
     with np.errstate(invalid="ignore"):
@@ -148,7 +180,7 @@ def _derivative_range(a: Interval, approximate: str) -> tuple[Array, Array]:
             np.maximum(f_lo + slack_lo, f_hi + slack_hi),
         )
     if not a.is_point:
-        (x_min, f_min), (x_max, f_max) = _EXTREMA[approximate]
+        (x_min, f_min), (x_max, f_max) = _EXTREMA[form]
         # the abscissas are known to about 1e-16; the margin keeps the tests on the safe side
         holds = (a.lo <= x_min + 1e-6) & (x_min - 1e-6 <= a.hi)
         if holds.any():
@@ -286,15 +318,96 @@ def _gelu_backward(ctx: RuleContext) -> Interval:
             np.where(nan, np.inf, np.broadcast_to(product.hi, shape)),
         )
     result = product.to_nearest(ctx.fmt) if ctx.nearest else product.to_format(ctx.fmt)
-    if ctx.fmt.name == "bfloat16":
-        # the CPU's vectorised bfloat16 loop (erf form) flushes a float32 result below 2**-126
-        # to zero (measured: g = 1.76e-38, x = 0 gives 0, not 8.8e-39): zero joins every
-        # enclosure that reaches below float32's smallest normal number
-        tiny = FORMATS["float32"].smallest_normal
-        reaches = (result.lo < tiny) & (result.hi > -tiny)
-        if reaches.any():
-            result = Interval(
-                np.where(reaches, np.minimum(result.lo, 0.0), result.lo),
-                np.where(reaches, np.maximum(result.hi, 0.0), result.hi),
-            )
-    return result
+    return _bfloat16_flush(result, ctx.fmt)
+
+
+def _bfloat16_flush(result: Interval, fmt: Format) -> Interval:
+    """On bfloat16, zero joins every enclosure that reaches below float32's smallest normal
+    number: the CPU's vectorised bfloat16 loops flush a float32 result below 2**-126 to zero
+    (measured for gelu_backward's erf form: g = 1.76e-38, x = 0 gives 0, not 8.8e-39)."""
+    if fmt.name != "bfloat16":
+        return result
+    tiny = FORMATS["float32"].smallest_normal
+    reaches = (result.lo < tiny) & (result.hi > -tiny)
+    if not reaches.any():
+        return result
+    return Interval(
+        np.where(reaches, np.minimum(result.lo, 0.0), result.lo),
+        np.where(reaches, np.maximum(result.hi, 0.0), result.hi),
+    )
+
+
+def _silu_form_error(c: Format, x: Interval) -> Array:
+    """A bound of |s' q' - D(x)| over ``x``'s enclosure for the values s', q' ATen's
+    SiluBackward kernel computes in the compute format ``c`` (u its unit round-off, eta half
+    its smallest subnormal) for D(x) = s (1 + x (1 - s)), s = 1 / (1 + e), e = exp(-x):
+    s' = 1 / (1 + exp(-x)), t' = 1 - s', q' = 1 + x t', each step rounded to nearest, fused
+    or not (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., section 2.2:
+    |delta| <= u per rounding, plus eta). Over the enclosure, S >= s (s at its upper end),
+    C >= 1 - s (s(-x) at its lower end) and M >= |x| bound each factor; the bound grows with
+    each of them.
+
+    * s': exp errs by k ULPs, e' = e (1 + d), |d| <= 2 k u (plus k subnormals where it
+      underflows); 1 + e' = (1 + e)(1 + d (1 - s)), so with the sum's and the quotient's
+      roundings s' = s (1 + theta), |theta| <= e_s = (1 + u) / ((1 - 2 k u C)(1 - u)) - 1,
+      and |s' - s| <= d_s = S e_s + (k + 1) 2 eta. Where exp(-x) overflows (x below -log of
+      the largest finite number), s' = 0 against s <= e**x, and the kernel's value 0 lies
+      within e**x (1 + |x|) <= 2**(emin + 12) of D(x).
+    * t': |t' - (1 - s)| <= tau = d_s + u (C + d_s) + eta, |t'| <= C + tau.
+    * x t': |p' - x (1 - s)| <= d_p = M tau + u M (C + tau) + eta.
+    * q': |q' - (1 + x (1 - s))| <= d_q = d_p + u (1 + M C + d_p) + eta.
+    * s' q' - D = (s' - s)(1 + x (1 - s)) + s' (q' - (1 + x (1 - s))), s' <= S + d_s: at most
+      d_s (1 + M C) + (S + d_s) d_q, plus the overflow's 2**(emin + 12)."""
+    u, eta = c.unit_roundoff, c.smallest_subnormal / 2
+    k = ew.ULP_ERRORS["exp"]
+    with np.errstate(all="ignore"):
+        big_s = np.minimum(sigmoid64(x.hi) * (1 + 2.0**-40), 1.0)
+        big_c = np.minimum(sigmoid64(-x.lo) * (1 + 2.0**-40), 1.0)
+        m = x.magnitude()
+        e_s = (1 + u) / ((1 - 2 * k * u * big_c) * (1 - u)) - 1
+        d_s = big_s * e_s + (k + 1) * 2 * eta
+        tau = d_s + u * (big_c + d_s) + eta
+        d_p = m * tau + u * m * (big_c + tau) + eta
+        d_q = d_p + u * (1 + m * big_c + d_p) + eta
+        total: Array = d_s * (1 + m * big_c) + (big_s + d_s) * d_q + math.ldexp(1.0, c.emin + 12)
+    return total
+
+
+@rule("aten.silu_backward")
+def _silu_backward(ctx: RuleContext) -> Interval:
+    """``grad * SiLU'(x)`` as ATen's SiluBackward kernel computes it (CPU: ``Activation.cpp``;
+    float16 and bfloat16 in float32): ``dy * s * (1 + x * (1 - s))``, s = 1 / (1 + exp(-x)).
+    The derivative's exact range over ``x``'s enclosure (:func:`_derivative_range`: one
+    minimum and one maximum), widened by the kernel's evaluation error
+    (:func:`_silu_form_error`), a float64 interval product with ``grad``'s enclosure, then
+    the kernel's two roundings of the products ``(dy * s) * q`` in the compute format (gamma_2
+    relative; an underflow of the first scaled by |q| <= 1.01 (1 + |x|),
+    :func:`._common.rounded_twice`), then the conversion to the result's format (nearest on
+    the CPU). The whole line where ``x`` may be infinite (the kernel's inf * 0). On bfloat16,
+    zero joins enclosures that reach below float32's smallest normal number, as for
+    ``gelu_backward`` (the vectorised loop's conversion flushes such results). A float64
+    kernel is refused, and bounded through its decomposition, which is tighter there."""
+    c = ctx.compute
+    if c.name == "float64":
+        # the float64 evaluation of the derivative carries 2**-44 (1 + |x|), far more than
+        # float64's round-off: the decomposition bounds that kernel more tightly
+        raise_unsupported(ctx, "float64 (its decomposition bounds it more tightly)")
+    g, x = ctx.operand(ctx.args[0], c), ctx.operand(ctx.args[1], c)
+    low, high = _derivative_range(x, "silu")
+    magnitude = x.magnitude()
+    with np.errstate(all="ignore"):
+        error = up(_silu_form_error(c, x) * (1 + 2.0**-20))
+        derivative = Interval(down(low - error), up(high + error))
+        nan = ~np.isfinite(magnitude) | np.isnan(error)
+    product = ew.everything_where_nan(ew.mul(g, derivative, F64, operand_bits=64))
+    sign = sign_of(g) * sign_of(derivative)
+    underflow = 2.0 + 1.01 * (1.0 + magnitude)
+    product = rounded_twice(product, c, underflow, sign)
+    if nan.any():
+        shape = np.broadcast_shapes(product.shape, nan.shape)
+        product = Interval(
+            np.where(nan, -np.inf, np.broadcast_to(product.lo, shape)),
+            np.where(nan, np.inf, np.broadcast_to(product.hi, shape)),
+        )
+    result = product.to_nearest(ctx.fmt) if ctx.nearest else product.to_format(ctx.fmt)
+    return _bfloat16_flush(result, ctx.fmt)
