@@ -50,7 +50,7 @@ from .base import (
     outward_step,
     summary,
 )
-from .composite import gelu_erf_bounds
+from .composite import gelu_erf_bounds, silu_backward_bounds
 from .elementwise import add_bounds, div_bounds, library_bounds, mul_bounds, power_bounds
 from .linalg import (
     any_subnormal,
@@ -88,6 +88,7 @@ __all__ = [
     "outward_step",
     "power_bounds",
     "radius_share",
+    "silu_backward_bounds",
     "softmax_bounds",
     "split_float32",
     "split_operand",

@@ -1,6 +1,9 @@
-"""Kernel of the composite element-wise rules: GELU (erf form) as the hull of a unimodal
+"""Kernels of the composite element-wise rules: GELU (erf form) as the hull of a unimodal
 function's end values with ATen's evaluation allowance (:func:`gelu_erf_bounds`, the rule
-``aten.gelu`` of :mod:`pytest_fpcheck.tracking.torch.rules.composite`).
+``aten.gelu`` of :mod:`pytest_fpcheck.tracking.torch.rules.composite`), and SiLU's gradient
+``g * SiLU'(x)`` from its derivative's exact range and the kernel's proven error
+(:func:`silu_backward_bounds`, the rule ``aten.silu_backward`` of
+:mod:`pytest_fpcheck.tracking.torch.rules.backward`).
 """
 
 from __future__ import annotations
@@ -12,24 +15,26 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...formats import Format
+from ...formats import FORMATS, Format
 from .. import fallbacks
 from ..jit import jit
-from ..rounding import _select, steps_out
+from ..rounding import _select, next_down, next_up, steps_out
 from .base import (
     empty_like_order,
     flat,
     flat_views,
     format_args,
+    outward,
     outward_step,
 )
+from .elementwise import product_element
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     Array = NDArray[np.float64]
 
-__all__ = ["gelu_erf_bounds"]
+__all__ = ["gelu_erf_bounds", "silu_backward_bounds"]
 
 
 @jit(cache=True, inline="always")
@@ -150,4 +155,170 @@ def gelu_erf_bounds(
         flat(out_lo),
         flat(out_hi),
     )
+    return out_lo, out_hi
+
+
+#: the slack of the float64 evaluation of SiLU's derivative here, per unit of 1 + |x|
+_SILU_SLACK = 2.0**-44
+
+
+@jit(cache=True, inline="always")
+def _silu_derivative(x: float, e: float) -> tuple[float, float, float]:  # pragma: no cover
+    """(D(x) = s (1 + x (1 - s)), s, 1 - s) in float64 from ``e`` = exp(-|x|) within a few
+    ULPs: s and 1 - s are 1 / (1 + e) and e / (1 + e), each within a few ULPs relatively, so
+    D is within 2**-48 (1 + |x|) of its exact value, inside :data:`_SILU_SLACK`."""
+    r = 1.0 / (1.0 + e)
+    t = e * r
+    s, c = (r, t) if x >= 0 else (t, r)
+    return s * (1.0 + x * c), s, c
+
+
+@jit(cache=True, inline="always")
+def _silu_error(
+    big_s: float, big_c: float, m: float, c: tuple[float, ...]
+) -> float:  # pragma: no cover
+    """The bound of the kernel's error of ``rules.backward._silu_backward`` for S, C, M (``c``
+    holds its constants: u, half the smallest subnormal, exp's ULPs, the overflow floor)."""
+    u, eta, k, floor = c[4], c[5], c[6], c[7]
+    e_s = (1.0 + u) / ((1.0 - 2.0 * k * u * big_c) * (1.0 - u)) - 1.0
+    d_s = big_s * e_s + (k + 1.0) * 2.0 * eta
+    tau = d_s + u * (big_c + d_s) + eta
+    d_p = m * tau + u * m * (big_c + tau) + eta
+    d_q = d_p + u * (1.0 + m * big_c + d_p) + eta
+    return d_s * (1.0 + m * big_c) + (big_s + d_s) * d_q + floor
+
+
+@jit(cache=True, inline="always")
+def _silu_backward_element(
+    g_lo: float,
+    g_hi: float,
+    a: float,
+    b: float,
+    e_a: float,
+    e_b: float,
+    point: bool,
+    c: tuple[float, ...],
+    f64: tuple[bool, int, float, int, float, bool],
+    fc: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """One element of :func:`silu_backward_bounds`."""
+    x_min, f_min, x_max, f_max = c[0], c[1], c[2], c[3]
+    gamma2, tiny = c[8], c[9]
+    d_a, s_a, c_a = _silu_derivative(a, e_a)
+    if point:
+        b, d_b, s_b = a, d_a, s_a
+    else:
+        d_b, s_b, _ = _silu_derivative(b, e_b)
+    m = max(abs(a), abs(b))
+    if not (m < math.inf) or d_a != d_a or d_b != d_b:
+        return -math.inf, math.inf  # an infinite x: the kernel's inf * 0
+    slack_a, slack_b = _SILU_SLACK * (1.0 + abs(a)), _SILU_SLACK * (1.0 + abs(b))
+    low, high = min(d_a - slack_a, d_b - slack_b), max(d_a + slack_a, d_b + slack_b)
+    # the abscissas are known to about 1e-16; the margin keeps the tests on the safe side
+    if (a <= x_min + 1e-6) & (x_min - 1e-6 <= b):
+        low = min(low, f_min)
+    if (a <= x_max + 1e-6) & (x_max - 1e-6 <= b):
+        high = max(high, f_max)
+    low, high = next_down(low), next_up(high)
+    # S >= s over [a, b] (s at b), C >= 1 - s (at a)
+    big_s, big_c = min(s_b * (1.0 + 2.0**-40), 1.0), min(c_a * (1.0 + 2.0**-40), 1.0)
+    error = next_up(_silu_error(big_s, big_c, m, c) * (1.0 + 2.0**-20))
+    d_lo, d_hi = next_down(low - error), next_up(high + error)
+    sign_g = 1 if g_lo >= 0 else (-1 if g_hi <= 0 else 0)
+    sign_d = 1 if d_lo >= 0 else (-1 if d_hi <= 0 else 0)
+    p_lo, p_hi = product_element(g_lo, g_hi, d_lo, d_hi, True, f64, False)
+    # the kernel's two roundings of (g s') q': gamma_2 relative, and the first one's
+    # underflow scaled by |q'| <= 1.01 (1 + |x|)
+    radius = gamma2 * max(abs(p_lo), abs(p_hi)) + next_up((2.0 + 1.01 * (1.0 + m)) * tiny)
+    if radius == math.inf:
+        radius = 0.0
+    w_lo, w_hi = next_down(p_lo - radius), next_up(p_hi + radius)
+    if w_lo != w_lo or w_hi != w_hi:
+        return -math.inf, math.inf
+    sign = sign_g * sign_d
+    if sign > 0:
+        w_lo = max(w_lo, 0.0)
+    if sign < 0:
+        w_hi = min(w_hi, 0.0)
+    return outward(w_lo, w_hi, fc, fast32)
+
+
+@functools.cache
+def _silu_backward_bounds(point: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @jit(cache=True, error_model="numpy")
+    def kernel(
+        g_lo: np.ndarray,
+        g_hi: np.ndarray,
+        x_lo: np.ndarray,
+        x_hi: np.ndarray,
+        e_lo: np.ndarray,
+        e_hi: np.ndarray,
+        c: tuple[float, ...],
+        f64: tuple[bool, int, float, int, float, bool],
+        fc: tuple[bool, int, float, int, float, bool],
+        out_lo: np.ndarray,
+        out_hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        for n in range(out_lo.size):
+            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
+            out_lo[i], out_hi[i] = _silu_backward_element(
+                g_lo[i], g_hi[i], x_lo[i], x_hi[i], e_lo[i], e_hi[i], point, c, f64, fc, fast32
+            )
+
+    return kernel
+
+
+def silu_backward_bounds(
+    g_lo: Array,
+    g_hi: Array,
+    x_lo: Array,
+    x_hi: Array,
+    point: bool,
+    extrema: tuple[tuple[float, float], tuple[float, float]],
+    constants: tuple[float, float, float, float, float, float],
+    compute: Format,
+) -> tuple[Array, Array]:
+    """The enclosure of ATen's SiluBackward, ``g * s * (1 + x * (1 - s))`` in ``compute``,
+    rounded outward onto ``compute`` (the rule ``aten.silu_backward`` states it; ``point``: x
+    is a point, ``x_hi is x_lo``), in one pass after NumPy's exp(-|x|) at each end: SiLU's
+    derivative D at the ends in float64 (:func:`_silu_derivative`, 2**-44 (1 + |x|) of slack),
+    the hull with the minimum and maximum ``extrema`` = ((abscissa, value), (abscissa, value))
+    where [x_lo, x_hi] holds their abscissas, stepped out, widened by the kernel's error
+    (:func:`_silu_error`, ``constants`` = (u, half the smallest subnormal, exp's ULPs, the
+    overflow floor, gamma_2, the smallest subnormal) of ``compute``); the float64 interval
+    product with [g_lo, g_hi]; widened by two roundings onto ``compute`` (gamma_2 relative,
+    2 + 1.01 (1 + |x|) smallest subnormals),
+    kept on the side of zero the factors' signs decide, and rounded outward onto it. The whole
+    line where x may be infinite or NaN, or the product undefined."""
+    shape = np.broadcast_shapes(np.shape(g_lo), np.shape(x_lo))
+
+    def spread(v: Array) -> np.ndarray:
+        return np.ascontiguousarray(np.broadcast_to(v, shape), dtype=np.float64).reshape(-1)
+
+    gl = spread(g_lo)
+    gh = gl if g_hi is g_lo else spread(g_hi)
+    xl = spread(x_lo)
+    xh = xl if point else spread(x_hi)
+    with np.errstate(all="ignore"):
+        el = np.exp(-np.abs(xl))
+        eh = el if point else np.exp(-np.abs(xh))
+    c = (extrema[0][0], extrema[0][1], extrema[1][0], extrema[1][1], *constants)
+    out_lo, out_hi = np.empty(shape), np.empty(shape)
+    if out_lo.size:
+        _silu_backward_bounds(point, compute.name == "float32")(
+            gl,
+            gh,
+            xl,
+            xh,
+            el,
+            eh,
+            c,
+            format_args(FORMATS["float64"]),
+            format_args(compute),
+            out_lo.reshape(-1),
+            out_hi.reshape(-1),
+        )
     return out_lo, out_hi
