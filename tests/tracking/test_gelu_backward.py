@@ -20,7 +20,7 @@ from pytest_fpcheck import formats as F
 torch = pytest.importorskip("torch")
 
 from .programs import (  # noqa: E402
-    exact_to_float,
+    assert_exact_inside,
     gelu_derivative,
     gelu_tanh_derivative,
     grid_values,
@@ -81,14 +81,6 @@ def exact_products(approximate: str, x: np.ndarray, g: np.ndarray) -> np.ndarray
     )
 
 
-def assert_inside(lo: np.ndarray, hi: np.ndarray, exact: np.ndarray, note: object) -> None:
-    down, up = exact_to_float(exact)
-    with np.errstate(invalid="ignore"):
-        inside = (lo <= down) & (up <= hi)
-    bad = ~(inside | (np.isneginf(lo) & np.isposinf(hi)))
-    assert not bad.any(), (note, down[bad], lo[bad], hi[bad])
-
-
 @SETTINGS
 @given(operands())
 def test_exact_operands(case: tuple[str, str, np.ndarray, np.ndarray]) -> None:
@@ -110,7 +102,7 @@ def test_exact_operands(case: tuple[str, str, np.ndarray, np.ndarray]) -> None:
         assert bounds.contains(result)[finite].all(), (dtype, approximate, x, g, value)
         # a NaN the kernel computes (inf * 0 and the like) is allowed only by the whole line
         assert (np.isneginf(bounds.lo) & np.isposinf(bounds.hi))[~finite].all()
-        assert_inside(bounds.lo, bounds.hi, exact, (dtype, x, g))
+        assert_exact_inside(bounds.lo, bounds.hi, exact, (dtype, x, g))
 
 
 @SETTINGS
@@ -144,7 +136,9 @@ def test_tracked_operands(
         for point in points:
             for gv in {g_bounds.lo[i], g_bounds.hi[i]}:
                 exact = exact_products(approximate, np.array([point]), np.array([gv]))
-                assert_inside(bounds.lo[i : i + 1], bounds.hi[i : i + 1], exact, (a, b, point))
+                assert_exact_inside(
+                    bounds.lo[i : i + 1], bounds.hi[i : i + 1], exact, (a, b, point)
+                )
 
 
 #: median width of the enclosure for exact operands, in float32 unit round-offs of |g|: the

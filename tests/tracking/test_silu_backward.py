@@ -19,7 +19,7 @@ from pytest_fpcheck import formats as F
 
 torch = pytest.importorskip("torch")
 
-from .programs import exact_to_float, grid_values, silu_derivative  # noqa: E402
+from .programs import assert_exact_inside, grid_values, silu_derivative  # noqa: E402
 
 aten = torch.ops.aten
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -69,14 +69,6 @@ def exact_products(x: np.ndarray, g: np.ndarray) -> np.ndarray:
     )
 
 
-def assert_inside(lo: np.ndarray, hi: np.ndarray, exact: np.ndarray, note: object) -> None:
-    down, up = exact_to_float(exact)
-    with np.errstate(invalid="ignore"):
-        inside = (lo <= down) & (up <= hi)
-    bad = ~(inside | (np.isneginf(lo) & np.isposinf(hi)))
-    assert not bad.any(), (note, down[bad], lo[bad], hi[bad])
-
-
 @SETTINGS
 @given(operands())
 def test_exact_operands(case: tuple[str, np.ndarray, np.ndarray]) -> None:
@@ -96,7 +88,7 @@ def test_exact_operands(case: tuple[str, np.ndarray, np.ndarray]) -> None:
         assert bounds.contains(result)[finite].all(), (dtype, x, g, value)
         # a NaN the kernel computes (inf * 0 and the like) is allowed only by the whole line
         assert (np.isneginf(bounds.lo) & np.isposinf(bounds.hi))[~finite].all()
-        assert_inside(bounds.lo, bounds.hi, exact, (dtype, x, g))
+        assert_exact_inside(bounds.lo, bounds.hi, exact, (dtype, x, g))
 
 
 def test_many_kernel_values_lie_inside() -> None:
@@ -142,7 +134,9 @@ def test_tracked_operands(dtype: str, xs: list[float], grad: float, spread: floa
         for point in points:
             for gv in {g_bounds.lo[i], g_bounds.hi[i]}:
                 exact = exact_products(np.array([point]), np.array([gv]))
-                assert_inside(bounds.lo[i : i + 1], bounds.hi[i : i + 1], exact, (a, b, point))
+                assert_exact_inside(
+                    bounds.lo[i : i + 1], bounds.hi[i : i + 1], exact, (a, b, point)
+                )
 
 
 #: median width of the enclosure for exact operands (x ~ 3 N(0, 1)), in float32 unit
