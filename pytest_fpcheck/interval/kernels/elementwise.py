@@ -25,6 +25,7 @@ from ..rounding import (
     _nearest32_usual,
     _nearest_usual,
     _select,
+    float32_directed,
     nearest_args,
     nearest_pair,
     next_down,
@@ -45,6 +46,15 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     Array = NDArray[np.float64]
+    #: (product, switch, nearest, outward32, (is32, precision, lowest, highest, has_inf,
+    #: drifts)): what :func:`_usual_run` computes
+    PassArgs = tuple[
+        bool,
+        bool,
+        bool,
+        bool,
+        tuple[bool, int, np.int64, np.int64, bool, tuple[float, float, float]],
+    ]
 
 __all__ = ["add_bounds", "div_bounds", "library_bounds", "mul_bounds", "power_bounds"]
 
@@ -125,12 +135,13 @@ def _add_bounds_loop(
 ) -> None:  # pragma: no cover - compiled
     block = block_length(lo.size, a_period, b_period)
     a_step, b_step = int(a_period > 1), int(b_period > 1)
-    # onto float64 (what a run that rounds to nearest asks first), the usual elements in one
-    # branch-free pass that vectorises, then the others element by element
+    # onto float64 (what a run that rounds to nearest asks first) or float32, the usual
+    # elements in one branch-free pass that vectorises, then the others element by element
     missed = 0
-    if fa[0]:
+    if fa[0] or fast32:
         u = (a_lo, a_hi, b_lo, b_hi, lo, hi)
-        missed = _usual_pass(u, (False, negate_b, False, _NO_NEAREST), a_period, b_period)
+        v = (False, negate_b, False, fast32, _NO_NEAREST)
+        missed = _usual_pass(u, v, a_period, b_period)
         if not missed:
             return
     for start in range(0, lo.size, block):
@@ -139,7 +150,7 @@ def _add_bounds_loop(
             i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
             x_lo, x_hi = a_lo[ja], a_hi[ja]
             y_lo, y_hi = (-b_hi[jb], -b_lo[jb]) if negate_b else (b_lo[jb], b_hi[jb])
-            if missed and _sum64_usual(x_lo, x_hi, y_lo, y_hi)[2]:
+            if missed and _usual_ends(x_lo, x_hi, y_lo, y_hi, False, False, fast32)[2]:
                 continue  # written by the first pass
             lo[i], hi[i] = sum_element(x_lo, x_hi, y_lo, y_hi, fa, fast32)
 
@@ -155,6 +166,26 @@ def _element64_usual(
     if switch:
         return _sum64_usual(x_lo, x_hi, -y_hi, -y_lo)
     return _sum64_usual(x_lo, x_hi, y_lo, y_hi)
+
+
+@jit(cache=True, inline="always")
+def _usual_ends(
+    x_lo: float, x_hi: float, y_lo: float, y_hi: float, product: bool, switch: bool, fast32: bool
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """:func:`_element64_usual`, then onto float32 (``fast32``) rounded outward by
+    :func:`..rounding.float32_directed`, and whether the element is usual: usual onto float64
+    and, for a stepped product onto float32, with nonzero stepped ends. There the general path
+    onto float32 gives those ends: a sum rounds its float64 ends so (:func:`sum_element`), and
+    a stepped product's float32 step strictly beyond each hull end is the rounding of the
+    float64 step beyond it (no float32 number lies strictly between them), which keeps its
+    sign where the stepped end is not zero (from +-2**-1074 the float64 step reaches a zero,
+    whose sign the two paths give differently)."""
+    low, high, usual = _element64_usual(x_lo, x_hi, y_lo, y_hi, product, switch)
+    if fast32:
+        if product and switch:
+            usual &= (low != 0) & (high != 0)
+        low, high = float32_directed(low, False, False), float32_directed(high, True, False)
+    return low, high, usual
 
 
 @jit(cache=True, inline="always")
@@ -178,9 +209,7 @@ def _element64(
 @jit(cache=True, inline="always")
 def _usual_run(
     u: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    v: tuple[
-        bool, bool, bool, tuple[bool, int, np.int64, np.int64, bool, tuple[float, float, float]]
-    ],
+    v: PassArgs,
     start: int,
     block: int,
     a0: int,
@@ -191,16 +220,18 @@ def _usual_run(
     """The branch-free pass over the ``block`` outputs from ``start`` (operand a read from
     ``a0`` by ``a_step``, b from ``b0`` by ``b_step``): each element's sum or product onto
     float64 by its usual path (:func:`_element64_usual`; ``v`` = (product, switch, nearest,
-    rounding)), with ``nearest`` then rounded to nearest by the usual path of the format that
-    ``rounding`` = (is32, precision, lowest, highest, has_inf, drifts) describes; writes each
-    element's ends and gives how many elements miss the usual paths."""
+    outward32, rounding)), with ``outward32`` then rounded outward onto float32
+    (:func:`_usual_ends`), with ``nearest`` rounded to nearest by the usual path of the format
+    that ``rounding`` = (is32, precision, lowest, highest, has_inf, drifts) describes; writes
+    each element's ends and gives how many elements miss the usual paths."""
     a_lo, a_hi, b_lo, b_hi, lo, hi = u
-    product, switch, nearest, rounding = v
+    product, switch, nearest, outward32, rounding = v
     is32, precision, lowest, highest, has_inf, cn = rounding
     missed = 0
     for j in range(block):
         i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
-        low, high, usual = _element64_usual(a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], product, switch)
+        x_lo, x_hi, y_lo, y_hi = a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb]
+        low, high, usual = _usual_ends(x_lo, x_hi, y_lo, y_hi, product, switch, outward32)
         if nearest and is32:
             low, high, near = _nearest32_usual(low, high)
             usual &= near
@@ -215,9 +246,7 @@ def _usual_run(
 @jit(cache=True, inline="always")
 def _usual_pass(
     u: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    v: tuple[
-        bool, bool, bool, tuple[bool, int, np.int64, np.int64, bool, tuple[float, float, float]]
-    ],
+    v: PassArgs,
     a_period: int,
     b_period: int,
 ) -> int:  # pragma: no cover - compiled
@@ -241,7 +270,7 @@ def _usual_pass(
     return missed
 
 
-#: the rounding argument of :func:`_usual_run` for a pass onto float64 alone
+#: the rounding argument of :func:`_usual_run` for a pass without nearest rounding
 _NO_NEAREST = (False, 0, np.int64(0), np.int64(0), False, (0.0, 0.0, 0.0))
 
 
@@ -272,7 +301,7 @@ def _nearest_loop(
     a_step, b_step = int(a_period > 1), int(b_period > 1)
     u = (a_lo, a_hi, b_lo, b_hi, lo, hi)
     rounding = (is32, precision, lowest, highest, has_inf, cn)
-    missed = _usual_pass(u, (product, switch, True, rounding), a_period, b_period)
+    missed = _usual_pass(u, (product, switch, True, False, rounding), a_period, b_period)
     if not missed:
         return
     for start in range(0, lo.size, block):
@@ -445,11 +474,11 @@ def _mul_bounds_loop(
 ) -> None:  # pragma: no cover - compiled
     block = block_length(lo.size, a_period, b_period)
     a_step, b_step = int(a_period > 1), int(b_period > 1)
-    # onto float64, the usual elements in one branch-free pass first (as for sums)
+    # onto float64 or float32, the usual elements in one branch-free pass first (as for sums)
     missed = 0
-    if fa[0]:
+    if fa[0] or fast32:
         u = (a_lo, a_hi, b_lo, b_hi, lo, hi)
-        missed = _usual_pass(u, (True, step, False, _NO_NEAREST), a_period, b_period)
+        missed = _usual_pass(u, (True, step, False, fast32, _NO_NEAREST), a_period, b_period)
         if not missed:
             return
     for start in range(0, lo.size, block):
@@ -457,7 +486,7 @@ def _mul_bounds_loop(
         for j in range(block):
             i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
             x_lo, x_hi, y_lo, y_hi = a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb]
-            if missed and _product64_usual(x_lo, x_hi, y_lo, y_hi, step)[2]:
+            if missed and _usual_ends(x_lo, x_hi, y_lo, y_hi, True, step, fast32)[2]:
                 continue  # written by the first pass
             lo[i], hi[i] = product_element(x_lo, x_hi, y_lo, y_hi, step, fa, fast32)
 
