@@ -8,7 +8,6 @@ inside of the operands' box: it is linear in g and monotone in y)."""
 from __future__ import annotations
 
 import itertools
-import math
 
 import mpmath
 import numpy as np
@@ -364,13 +363,6 @@ def test_the_backward_kernels_have_rules_of_their_own() -> None:
         assert lookup(f"{name}.default", name) is not None, name
 
 
-def _libm_exp(x: float) -> float:
-    try:
-        return math.exp(x)
-    except OverflowError:
-        return math.inf
-
-
 @pytest.mark.parametrize(
     ("compute", "result", "shape", "axis"),
     [
@@ -379,6 +371,8 @@ def _libm_exp(x: float) -> float:
         ("float32", "float16", (5, 3, 7), 1),
         ("float64", "float64", (40, 6), 0),
         ("float32", "float32", (), 0),
+        ("float32", "float32", (64, 257), 1),
+        ("float64", "float32", (33, 70), 0),
     ],
 )
 def test_the_fused_pass_gives_the_bits_of_the_three_operations(compute, result, shape, axis):
@@ -398,7 +392,10 @@ def test_the_fused_pass_gives_the_bits_of_the_three_operations(compute, result, 
     ends = []
     for scale in (1.0, 30.0):
         values = rng.standard_normal(size) * scale
-        values[: min(size, special.size)] = special[: min(size, special.size)]
+        # at positions of their own in each operand: an element special in one step and
+        # usual in the others
+        where = rng.choice(size, min(size, 3 * special.size), replace=False)
+        values[where] = np.resize(special, where.size)
         width = np.abs(rng.standard_normal(size)) * rng.choice([0.0, 1e-6, 2.0], size)
         ends.append((values.reshape(shape), (values + width).reshape(shape)))
     g, y = (Interval(*ends[0]), Interval(*ends[1]))
@@ -422,14 +419,6 @@ def test_the_fused_pass_gives_the_bits_of_the_three_operations(compute, result, 
         fmt,
     )
     assert lo.shape == hi.shape == expected.lo.shape
-    # libm's exp (the pass's) and NumPy's may differ in their last bit, which a float64
-    # compute format keeps: compared where the two agree at both ends
-    agree = np.ones(shape, dtype=bool)
-    with np.errstate(all="ignore"):
-        for end in (y.lo, y.hi):
-            libm = np.vectorize(_libm_exp, otypes=[np.float64])(end)
-            agree &= (libm == np.exp(end)) | np.isnan(libm)
-    assert agree.mean() > 0.5
     for ours, theirs in ((lo, expected.lo), (hi, expected.hi)):
         theirs = np.asarray(theirs, dtype=np.float64)
-        assert np.array_equal(ours[agree].view(np.int64), theirs[agree].view(np.int64))
+        assert np.array_equal(ours.view(np.int64), theirs.view(np.int64))

@@ -150,7 +150,7 @@ def _add_bounds_loop(
             i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
             x_lo, x_hi = a_lo[ja], a_hi[ja]
             y_lo, y_hi = (-b_hi[jb], -b_lo[jb]) if negate_b else (b_lo[jb], b_hi[jb])
-            if missed and _usual_ends(x_lo, x_hi, y_lo, y_hi, False, False, fast32)[2]:
+            if missed and usual_ends(x_lo, x_hi, y_lo, y_hi, False, False, fast32)[2]:
                 continue  # written by the first pass
             lo[i], hi[i] = sum_element(x_lo, x_hi, y_lo, y_hi, fa, fast32)
 
@@ -169,7 +169,7 @@ def _element64_usual(
 
 
 @jit(cache=True, inline="always")
-def _usual_ends(
+def usual_ends(
     x_lo: float, x_hi: float, y_lo: float, y_hi: float, product: bool, switch: bool, fast32: bool
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
     """:func:`_element64_usual`, then onto float32 (``fast32``) rounded outward by
@@ -221,7 +221,7 @@ def _usual_run(
     ``a0`` by ``a_step``, b from ``b0`` by ``b_step``): each element's sum or product onto
     float64 by its usual path (:func:`_element64_usual`; ``v`` = (product, switch, nearest,
     outward32, rounding)), with ``outward32`` then rounded outward onto float32
-    (:func:`_usual_ends`), with ``nearest`` rounded to nearest by the usual path of the format
+    (:func:`usual_ends`), with ``nearest`` rounded to nearest by the usual path of the format
     that ``rounding`` = (is32, precision, lowest, highest, has_inf, drifts) describes; writes
     each element's ends and gives how many elements miss the usual paths."""
     a_lo, a_hi, b_lo, b_hi, lo, hi = u
@@ -231,7 +231,7 @@ def _usual_run(
     for j in range(block):
         i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
         x_lo, x_hi, y_lo, y_hi = a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb]
-        low, high, usual = _usual_ends(x_lo, x_hi, y_lo, y_hi, product, switch, outward32)
+        low, high, usual = usual_ends(x_lo, x_hi, y_lo, y_hi, product, switch, outward32)
         if nearest and is32:
             low, high, near = _nearest32_usual(low, high)
             usual &= near
@@ -486,7 +486,7 @@ def _mul_bounds_loop(
         for j in range(block):
             i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
             x_lo, x_hi, y_lo, y_hi = a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb]
-            if missed and _usual_ends(x_lo, x_hi, y_lo, y_hi, True, step, fast32)[2]:
+            if missed and usual_ends(x_lo, x_hi, y_lo, y_hi, True, step, fast32)[2]:
                 continue  # written by the first pass
             lo[i], hi[i] = product_element(x_lo, x_hi, y_lo, y_hi, step, fa, fast32)
 
@@ -652,6 +652,28 @@ def library_element(
     magnitude = max(abs(low), abs(high))
     allowance = 0.0 if magnitude == math.inf else per_magnitude * magnitude + constant
     return outward_step(low - allowance, high + allowance, fa, fast32)
+
+
+@jit(cache=True, inline="always")
+def library_usual(
+    f_lo: float, f_hi: float, c: tuple[float, float], fast32: bool
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """:func:`library_element` of an increasing function onto float32 (``fast32``) or float64
+    for the usual element, without a branch, and whether the element is usual: both values
+    finite, and onto float64 both widened ends nonzero and finite. There the general path takes
+    these steps and no other: no value is NaN and the magnitude is finite, so the allowance is
+    ``per_magnitude * M + constant``; the widened ends are stepped outward, onto float32 by
+    :func:`..rounding.float32_directed` (strict, as there), onto float64 one unit of each
+    nonzero finite pattern out (:func:`..rounding.steps_out`, what next_down and next_up
+    take there)."""
+    per_magnitude, constant = c
+    allowance = per_magnitude * max(abs(f_lo), abs(f_hi)) + constant
+    low, high = f_lo - allowance, f_hi + allowance
+    usual = (abs(f_lo) < math.inf) & (abs(f_hi) < math.inf)
+    if fast32:
+        return float32_directed(low, False, True), float32_directed(high, True, True), usual
+    low, high, ordinary = steps_out(low, high)
+    return low, high, usual & ordinary
 
 
 @functools.cache

@@ -21,7 +21,13 @@ from .base import (
     outward,
     outward_step,
 )
-from .elementwise import library_element, product_element, sum_element
+from .elementwise import (
+    library_element,
+    library_usual,
+    product_element,
+    sum_element,
+    usual_ends,
+)
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -302,6 +308,46 @@ def log_softmax_bounds(
     )
 
 
+@jit(cache=True, inline="always")
+def _log_softmax_backward_usual(
+    g_lo: float,
+    g_hi: float,
+    e_lo: float,
+    e_hi: float,
+    s_lo: float,
+    s_hi: float,
+    c: tuple[float, float],
+    fast32: bool,
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """One element of :func:`log_softmax_backward_bounds` onto float32 (``fast32``) or float64
+    by the usual paths of its three steps, without a branch, and whether each step's element
+    is usual (:func:`.elementwise.library_usual`, :func:`.elementwise.usual_ends`): there each
+    gives the general path's ends."""
+    l_lo, l_hi, usual = library_usual(e_lo, e_hi, c, fast32)
+    p_lo, p_hi, product = usual_ends(l_lo, l_hi, s_lo, s_hi, True, True, fast32)
+    r_lo, r_hi, difference = usual_ends(g_lo, g_hi, -p_hi, -p_lo, False, False, fast32)
+    return r_lo, r_hi, usual & product & difference
+
+
+@jit(cache=True, inline="always")
+def _log_softmax_backward_element(
+    g_lo: float,
+    g_hi: float,
+    e_lo: float,
+    e_hi: float,
+    s_lo: float,
+    s_hi: float,
+    c: tuple[float, float],
+    fc: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """One element of :func:`log_softmax_backward_bounds` onto the compute format ``fc``
+    (``fast32``: float32) by the general paths of its three steps."""
+    l_lo, l_hi = library_element(e_lo, e_hi, True, c, fc, fast32)
+    p_lo, p_hi = product_element(l_lo, l_hi, s_lo, s_hi, True, fc, fast32)
+    return sum_element(g_lo, g_hi, -p_hi, -p_lo, fc, fast32)
+
+
 @functools.cache
 def _log_softmax_backward_rows(
     fast32_compute: bool, narrower: bool, fast32: bool
@@ -313,8 +359,8 @@ def _log_softmax_backward_rows(
     def kernel(
         g_lo: np.ndarray,
         g_hi: np.ndarray,
-        y_lo: np.ndarray,
-        y_hi: np.ndarray,
+        e_lo: np.ndarray,
+        e_hi: np.ndarray,
         t_lo: np.ndarray,
         t_hi: np.ndarray,
         c: tuple[float, float],
@@ -323,20 +369,43 @@ def _log_softmax_backward_rows(
         out_lo: np.ndarray,
         out_hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
-        rows, n = g_lo.shape
-        for row in range(rows):
-            s_lo, s_hi = t_lo[row], t_hi[row]
-            for j in range(n):
-                e_lo, e_hi = library_element(
-                    math.exp(y_lo[row, j]), math.exp(y_hi[row, j]), True, c, fc, fast32_compute
-                )
-                p_lo, p_hi = product_element(e_lo, e_hi, s_lo, s_hi, True, fc, fast32_compute)
-                r_lo, r_hi = sum_element(
-                    g_lo[row, j], g_hi[row, j], -p_hi, -p_lo, fc, fast32_compute
-                )
-                if narrower:
-                    r_lo, r_hi = outward(r_lo, r_hi, fa, fast32)
-                out_lo[row, j], out_hi[row, j] = r_lo, r_hi
+        rows = t_lo.size
+        n = g_lo.size // rows
+        # onto float32 or float64, the usual elements in one branch-free pass that vectorises
+        # (as for sums and products), then the others element by element; indices unsigned:
+        # numba then skips its negative-index wraparound
+        first = fast32_compute or fc[0]
+        missed = 0
+        if first:
+            for row in range(rows):
+                s_lo, s_hi = t_lo[row], t_hi[row]
+                for j in range(n):
+                    i = np.uint64(row * n + j)
+                    r_lo, r_hi, usual = _log_softmax_backward_usual(
+                        g_lo[i], g_hi[i], e_lo[i], e_hi[i], s_lo, s_hi, c, fast32_compute
+                    )
+                    out_lo[i], out_hi[i] = r_lo, r_hi
+                    missed += not usual
+        if missed or not first:
+            for row in range(rows):
+                s_lo, s_hi = t_lo[row], t_hi[row]
+                for j in range(n):
+                    i = np.uint64(row * n + j)
+                    x_lo, x_hi, f_lo, f_hi = g_lo[i], g_hi[i], e_lo[i], e_hi[i]
+                    if (
+                        first
+                        and _log_softmax_backward_usual(
+                            x_lo, x_hi, f_lo, f_hi, s_lo, s_hi, c, fast32_compute
+                        )[2]
+                    ):
+                        continue  # written by the first pass
+                    out_lo[i], out_hi[i] = _log_softmax_backward_element(
+                        x_lo, x_hi, f_lo, f_hi, s_lo, s_hi, c, fc, fast32_compute
+                    )
+        if narrower:
+            for k in range(out_lo.size):
+                i = np.uint64(k)
+                out_lo[i], out_hi[i] = outward(out_lo[i], out_hi[i], fa, fast32)
 
     return kernel
 
@@ -355,31 +424,36 @@ def log_softmax_backward_bounds(
     operation rounds it onto ``compute``: exp(y) as :func:`.elementwise.library_bounds` with
     ``allowance`` (per magnitude, constant), the product as :func:`.elementwise.mul_bounds`
     (stepped outward), the difference as :func:`.elementwise.add_bounds`; then rounded outward
-    onto ``fmt``. One pass; the same bits as those three operations (exp evaluated by libm
-    here, by NumPy there: each within the allowance's float64 slack)."""
+    onto ``fmt``. Onto float32 or float64, one branch-free pass over the elements where each
+    step takes its usual path, then the others by the general paths; the same bits as those
+    three operations (exp evaluated by NumPy, as there)."""
     shape = np.shape(g[0])
     if not shape:  # a 0-d tensor: its own one-element row
         shape, axis = (1,), 0
 
     def rows(end: Array, of: tuple[int, ...]) -> np.ndarray:
         moved = np.moveaxis(np.broadcast_to(np.reshape(end, of), of), axis, -1)
-        return np.ascontiguousarray(moved, dtype=np.float64).reshape(-1, of[axis])
+        return np.ascontiguousarray(moved, dtype=np.float64).reshape(-1)
 
     kept = tuple(1 if i == axis else k for i, k in enumerate(shape))
     n = shape[axis]
     moved_shape = (*(k for i, k in enumerate(shape) if i != axis), n)
     out_lo, out_hi = np.empty(moved_shape), np.empty(moved_shape)
     if out_lo.size:
+        with np.errstate(all="ignore"):
+            e_lo = np.exp(rows(y[0], shape))
+            exponentials = (e_lo, e_lo if y[1] is y[0] else np.exp(rows(y[1], shape)))
         _log_softmax_backward_rows(
             compute.name == "float32", fmt is not compute, fmt.name == "float32"
         )(
-            *(rows(end, shape) for end in (*g, *y)),
-            *(rows(end, kept).reshape(-1) for end in total),
+            *(rows(end, shape) for end in g),
+            *exponentials,
+            *(rows(end, kept) for end in total),
             allowance,
             format_args(compute),
             format_args(fmt),
-            out_lo.reshape(-1, n),
-            out_hi.reshape(-1, n),
+            out_lo.reshape(-1),
+            out_hi.reshape(-1),
         )
     original = np.shape(g[0])
     return (
