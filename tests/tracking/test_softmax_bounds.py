@@ -215,3 +215,93 @@ def test_log_softmax_rows_that_may_be_nan_are_the_whole_line() -> None:
     for row in (1, 2):
         assert np.isneginf(bounds.lo[row]).all()
         assert np.isposinf(bounds.hi[row]).all()
+
+
+def _exact_log_softmax_range(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each element's exact range of log-softmax over interval rows, in mpmath at 50 digits:
+    x_j - log(exp(x_j) + rest) increases in x_j and decreases in the rest, so its least value
+    takes x_j at lo and the others at hi, its greatest x_j at hi and the others at lo."""
+    mpmath.mp.dps = 50
+    least, most = np.empty(lo.shape), np.empty(lo.shape)
+
+    def exp(v: float) -> mpmath.mpf:
+        return mpmath.mpf(0) if v == -np.inf else mpmath.exp(mpmath.mpf(float(v)))
+
+    for i in range(lo.shape[0]):
+        e_lo, e_hi = [exp(v) for v in lo[i]], [exp(v) for v in hi[i]]
+        s_lo, s_hi = mpmath.fsum(e_lo), mpmath.fsum(e_hi)
+        for j in range(lo.shape[1]):
+            low = (
+                -mpmath.inf
+                if lo[i, j] == -np.inf
+                else mpmath.mpf(float(lo[i, j])) - mpmath.log(e_lo[j] + s_hi - e_hi[j])
+            )
+            least[i, j] = float(low)
+            most[i, j] = float(mpmath.mpf(float(hi[i, j])) - mpmath.log(e_hi[j] + s_lo - e_lo[j]))
+    return least, most
+
+
+@pytest.mark.parametrize(("name", "u"), [("float32", 2.0**-24), ("float64", 2.0**-53)])
+def test_log_softmax_kernel_encloses_the_exact_range_over_intervals(name: str, u: float) -> None:
+    """The kernel (``kernels.log_softmax_bounds``) with the kernel-rounding allowances of a
+    format, on interval rows whose widths cross the reach of its series (a dominant element
+    moved by 0.0155 puts v at about 2**-6), rows without a dominant element, lower ends at
+    -inf and wide intervals (the path through each end's own logarithm): it holds each
+    element's exact range, and exceeds it by little more than the rounding it charges."""
+    from pytest_fpcheck import formats as F
+    from pytest_fpcheck.interval.kernels import log_softmax_bounds
+
+    rng = np.random.default_rng(11)
+    widths = np.array([0.0, 1e-12, 1e-6, 1e-3, 0.01, 0.0155, 0.016, 0.02, 0.1, 1.0])
+    rows = []
+    for kind in range(120):
+        x = 2.0 * rng.standard_normal(12)
+        if kind % 3 == 0:
+            x[rng.integers(12)] += 15.0  # a dominant element: its probability near 1
+        if kind % 10 == 9:
+            x[rng.integers(12)] = -np.inf
+        rows.append(x)
+    lo = np.array(rows)
+    hi = lo + rng.choice(widths, lo.shape)
+    fmt = F.format_of(name)
+    log_f, per_log_s, tiny = 4 * u, 4 * u, fmt.smallest_subnormal
+    b_lo, b_hi = log_softmax_bounds(lo, hi, 1, u, log_f, per_log_s, tiny, fmt)
+    least, most = _exact_log_softmax_range(lo, hi)
+    assert (b_lo <= least).all()
+    assert (most <= b_hi).all()
+    # tight: beyond the exact range by at most the charged rounding (the kernel's u terms,
+    # log_f, per_log_s |log S| <= 4u (|top| + 4), a step of the result) and 2**-37 (the
+    # float64 evaluation's slack: the sums' margin of 2**-40 on each side, exp's widening)
+    top = hi.max(axis=1, keepdims=True)
+    finite = np.isfinite(lo)
+    charged = 2 * u * (np.abs(hi - top) + top - lo.max(axis=1, keepdims=True)) + 2 * u * np.abs(
+        most
+    )
+    allowed = charged + 2 * log_f + 8 * u * (np.abs(top) + 8) + 2.0**-37
+    allowed += 2 * np.spacing(np.abs(most).astype(fmt.name if name == "float32" else "f8"))
+    with np.errstate(invalid="ignore"):  # inf - inf where a lower end is -inf
+        excess = (b_hi - b_lo) - (most - least)
+    assert (excess[finite] <= allowed[finite]).all(), np.max(excess[finite] - allowed[finite])
+
+
+def test_log1p_series_encloses_log1p_within_its_reach() -> None:
+    """The series the log-softmax kernel takes for log(S (1 + v)): log1p(v) lies in
+    [P - R, P + R] (mpmath at 50 digits) up to the kernel's evaluation constant 2**-50, for v
+    across its reach, both signs, down to subnormal magnitudes; and R is small (the series is
+    worth taking: at most 0.26 v**4)."""
+    from pytest_fpcheck.interval.kernels.softmax import _SERIES_REACH, _log1p_series
+
+    mpmath.mp.dps = 50
+    rng = np.random.default_rng(12)
+    magnitudes = np.concatenate(
+        [
+            [_SERIES_REACH, np.nextafter(_SERIES_REACH, 0), 2.0**-7, 2.0**-14, 5e-324, 0.0],
+            _SERIES_REACH * rng.random(400),
+            2.0 ** rng.uniform(-60, -6, 200),
+        ]
+    )
+    for v in np.concatenate([magnitudes, -magnitudes]):
+        p, r = _log1p_series(float(v))
+        exact = mpmath.log1p(mpmath.mpf(float(v)))
+        assert mpmath.mpf(p) - r - 2.0**-50 <= exact <= mpmath.mpf(p) + r + 2.0**-50, v
+        assert r <= 0.26 * v**4

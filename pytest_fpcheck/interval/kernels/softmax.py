@@ -15,7 +15,7 @@ import numpy as np
 
 from ...formats import Format
 from ..jit import jit
-from ..rounding import next_down, next_up
+from ..rounding import next_down, next_up, steps_out
 from .base import (
     format_args,
     outward,
@@ -39,8 +39,9 @@ __all__ = ["log_softmax_backward_bounds", "log_softmax_bounds", "softmax_bounds"
 
 @jit(cache=True, inline="always")
 def _widened(raw: float, d: float, upward: bool) -> float:  # pragma: no cover - compiled
-    """exp(d) for d <= 0 from ``raw``, libm's ``exp(d)``, widened by its evaluation error
-    ((|d| + 8) 2**-51 relative: the rounding of d and libm's exp); below d = -700 (a result
+    """exp(d) for d <= 0 from ``raw``, libm's or NumPy's ``exp(d)``, widened by its evaluation
+    error ((|d| + 8) 2**-51 relative: the rounding of d and exp's 8 ULPs, what
+    :mod:`..elementwise` allows NumPy's float64 functions); below d = -700 (a result
     under 2**-1009) 0 as a lower and 2**-1000 as an upper end, which keeps subnormal arithmetic
     out of the kernel."""
     if d < -700.0:
@@ -62,20 +63,35 @@ def _exponentials(
     raw_lo: np.ndarray,
     raw_hi: np.ndarray,
 ) -> tuple[float, float]:  # pragma: no cover - compiled
-    """Fill ``e_lo`` and ``e_hi`` with the row's exponentials exp(x - top) at the lower ends
-    widened down and at the upper ends widened up (:func:`_widened`), ``raw_lo`` and ``raw_hi``
-    with libm's values before the widening (for the other widening of each, without a second
-    exp), and return their sums (S_hi, S_lo), widened by the sums' float64 error: at most
-    (n - 1) 2**-53 relatively."""
+    """Fill ``raw_lo`` and ``raw_hi`` with libm's exp(x - top) at the row's lower and upper
+    ends, then as :func:`_widened_sums`."""
+    for j in range(e_lo.size):
+        raw_lo[j], raw_hi[j] = math.exp(lo[row, j] - top), math.exp(hi[row, j] - top)
+    return _widened_sums(lo[row], hi[row], top, e_lo, e_hi, raw_lo, raw_hi)
+
+
+@jit(cache=True, inline="always")
+def _widened_sums(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    top: float,
+    e_lo: np.ndarray,
+    e_hi: np.ndarray,
+    raw_lo: np.ndarray,
+    raw_hi: np.ndarray,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """Fill ``e_lo`` and ``e_hi`` with a row's exponentials exp(x - top) at its lower ends
+    ``lo`` widened down and at its upper ends ``hi`` widened up (:func:`_widened`) from
+    ``raw_lo`` and ``raw_hi``, exp's values before the widening (kept for the other widening
+    of each, without a second exp), and return their sums (S_hi, S_lo), widened by the sums' float64 error: at
+    most (n - 1) 2**-53 relatively."""
     n = e_lo.size
     margin = 2.0**-40 + (n + 2) * 2.0**-52
     total_hi = 0.0
     total_lo = 0.0
     for j in range(n):
-        d_lo, d_hi = lo[row, j] - top, hi[row, j] - top
-        raw_lo[j], raw_hi[j] = math.exp(d_lo), math.exp(d_hi)
-        e_lo[j] = _widened(raw_lo[j], d_lo, False)
-        e_hi[j] = _widened(raw_hi[j], d_hi, True)
+        e_lo[j] = _widened(raw_lo[j], lo[j] - top, False)
+        e_hi[j] = _widened(raw_hi[j], hi[j] - top, True)
         total_hi += e_hi[j]
         total_lo += e_lo[j]
     return total_hi * (1.0 + margin), max(total_lo * (1.0 - margin), 0.0)
@@ -192,28 +208,107 @@ def softmax_bounds(
 
 @jit(cache=True, inline="always")
 def _evaluation(end: float, d: float, log_s: float) -> float:  # pragma: no cover - compiled
-    """What this float64 evaluation of an end ``d - log(own + rest)`` may err by: the sum's
-    rounding moves the logarithm by at most 2**-53 (its argument's relative error), libm's log
-    errs by an ULP of |log(...)| <= |d| + |end|, the subtraction by half an ULP of |end|, the
-    sums' logarithm (``log_s``) likewise; 2**-48 of their total and 2**-50 cover them."""
+    """What this float64 evaluation of an end ``d - log(own + rest)`` may err by, either way it
+    is evaluated: directly, the sum's rounding moves the logarithm by at most 2**-52 (its
+    argument's relative error), log errs by 8 ULPs of |log(...)| <= |d| + |end|, the
+    subtraction by half an ULP of |end|; through the sums' logarithm ``log_s`` and
+    :func:`_log1p_series`, log by 8 ULPs of log_s, the two subtractions by half an ULP of
+    |d| + log_s and of |end|, the series by a few units of 2**-59. 2**-48 of their total and
+    2**-50 cover them."""
     return 2.0**-48 * (abs(end) + abs(d) + log_s) + 2.0**-50
+
+
+#: the largest |v| whose log1p(v) :func:`_log1p_series` gives
+_SERIES_REACH = 2.0**-6
+
+
+def _series_reach(u: float) -> float:
+    """How far :func:`_log_softmax_ends` takes the series for a kernel of unit round-off ``u``:
+    the largest power of two r <= :data:`_SERIES_REACH` with r**4 <= u, so that the series'
+    remainder (0.254 r**4) stays below a quarter of u, what the kernel's own rounding of the
+    end already costs."""
+    reach = _SERIES_REACH
+    while reach**4 > u and reach > 2.0**-30:
+        reach /= 2
+    return reach
+
+
+@jit(cache=True, inline="always")
+def _log1p_series(v: float) -> tuple[float, float]:  # pragma: no cover - compiled
+    """(P, R) with log1p(v) in [P - R, P + R] for |v| <= :data:`_SERIES_REACH`, without a
+    division: P = v - v**2 / 2 + v**3 / 3, the series' first three terms, and R = 0.254 |v|**4,
+    at least |v|**4 / (4 (1 - |v|)) <= (16 / 63) |v|**4 (by more than its own rounding), which
+    is at least the sum of the other terms' magnitudes |v|**k / k (k >= 4). Their float64
+    evaluation errs by a few units of 2**-53 |v|, within :func:`_evaluation`'s constant."""
+    a = v * v
+    return v - a * (0.5 - v * (1.0 / 3.0)), 0.254 * (a * a)
+
+
+@jit(cache=True, inline="always")
+def _log_softmax_ends(
+    x_lo: float,
+    x_hi: float,
+    top: float,
+    own: tuple[float, float, float, float],
+    sums: tuple[float, float, float, float, float],
+    c: tuple[float, float, float, float],
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """One element's log-softmax ends before the outward rounding (:func:`log_softmax_bounds`
+    states them), without a branch, through the row's sums' logarithms and
+    :func:`_log1p_series`, and whether the element is usual: both ends' shifts finite, the
+    lower sum positive and at least the element's lower exponential, and both series'
+    arguments within the reach (:func:`_series_reach`). With ``own`` = (exp at lo and hi before the
+    widening, the widened e_lo and e_hi), ``sums`` = (S_lo, 1 / S_hi, 1 / S_lo, log S_hi,
+    log S_lo), ``c`` = (u, the row's shift gap, its constant term, the reach): the lower end's sum
+    own_lo + S_hi - e_hi is S_hi (1 + v) with v = (own_lo - e_hi) / S_hi, whose log is at most
+    log S_hi + P + R; the upper end's own_hi + S_lo - e_lo is S_lo (1 + w),
+    w = (own_hi - e_lo) / S_lo, whose log is at least log S_lo + P - R. v and w are computed
+    with the sums' reciprocals: three roundings, 2**-51 of |v| <= 2**-57, within
+    :func:`_evaluation`'s constant."""
+    raw_lo, raw_hi, e_lo, e_hi = own
+    total_lo, inverse_hi, inverse_lo, log_hi, log_lo = sums
+    u, shift_gap, common, reach = c
+    d_lo, d_hi = x_lo - top, x_hi - top
+    own_lo, own_hi = _widened(raw_lo, d_lo, True), _widened(raw_hi, d_hi, False)
+    v, w = (own_lo - e_hi) * inverse_hi, (own_hi - e_lo) * inverse_lo
+    p_v, r_v = _log1p_series(v)
+    p_w, r_w = _log1p_series(w)
+    low = (d_lo - log_hi) - (p_v + r_v)
+    high = (d_hi - log_lo) - (p_w - r_w)
+    log_s = max(abs(log_hi), abs(log_lo))
+    lower = low - (u * (abs(d_lo) + shift_gap) + common + u * abs(low))
+    upper = high + (u * (abs(d_hi) + shift_gap) + common + u * abs(high))
+    lower -= _evaluation(low, d_lo, log_s)
+    upper += _evaluation(high, d_hi, log_s)
+    usual = (
+        (abs(d_lo) < math.inf)
+        & (abs(d_hi) < math.inf)
+        & (total_lo > 0)
+        & (total_lo >= e_lo)
+        & (abs(v) <= reach)
+        & (abs(w) <= reach)
+    )
+    return lower, upper, usual
 
 
 @jit(cache=True, inline="always")
 def _log_softmax_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
-    c: tuple[float, float, float, float],
+    top_of: np.ndarray,
+    raw_lo: np.ndarray,
+    raw_hi: np.ndarray,
+    c: tuple[float, float, float, float, float],
     fa: tuple[bool, int, float, int, float, bool],
     fast32: bool,
     out_lo: np.ndarray,
     out_hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    u, log_f, per_log_s, tiny = c
+    u, log_f, per_log_s, tiny, reach = c
     rows, n = lo.shape
-    e_lo, e_hi, raw_lo, raw_hi = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    e_lo, e_hi = np.empty(n), np.empty(n)
     for row in range(rows):
-        top = -math.inf
+        top = top_of[row]
         lowest_max = -math.inf
         undefined = False  # some end is NaN
         may_be_nan = False  # some element may be +inf, or every one -inf
@@ -222,45 +317,69 @@ def _log_softmax_rows_loop(
             h, low_end = hi[row, j], lo[row, j]
             if h != h or low_end != low_end:
                 undefined = True
-            if h > top:
-                top = h
             if low_end > lowest_max:
                 lowest_max = low_end
             if h == math.inf:
                 may_be_nan = True
             if low_end != -math.inf:
                 every_lower_neginf = False
-        if undefined or not math.isfinite(top):
-            top = 0.0
+        if undefined or may_be_nan or every_lower_neginf:
+            for j in range(n):
+                out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
+            continue
         # the row's maximum m lies between its largest lower end and top
-        shift_gap = top - lowest_max if math.isfinite(lowest_max) and not undefined else 0.0
-        may_be_nan = may_be_nan or every_lower_neginf
-        total_hi, total_lo = _exponentials(lo, hi, row, top, e_lo, e_hi, raw_lo, raw_hi)
-        log_s = max(abs(math.log(total_hi)), abs(math.log(max(total_lo, 1e-300))))
+        shift_gap = top - lowest_max if math.isfinite(lowest_max) else 0.0
+        total_hi, total_lo = _widened_sums(
+            lo[row], hi[row], top, e_lo, e_hi, raw_lo[row], raw_hi[row]
+        )
+        log_hi, log_lo = math.log(total_hi), math.log(max(total_lo, 1e-300))
+        log_s = max(abs(log_hi), abs(log_lo))
         common = log_f + per_log_s * log_s + tiny
-        for j in range(n):
+        sums = (total_lo, 1.0 / total_hi, 1.0 / max(total_lo, 1e-300), log_hi, log_lo)
+        # the usual elements in one branch-free pass that vectorises, then the others by
+        # the logarithm of each end's own sum; on the row's views, indices unsigned: numba
+        # then skips its negative-index wraparound
+        x_lo, x_hi, own_lo, own_hi = lo[row], hi[row], raw_lo[row], raw_hi[row]
+        row_lo, row_hi = out_lo[row], out_hi[row]
+        missed = 0
+        for k in range(n):
+            i = np.uint64(k)
+            own = (own_lo[i], own_hi[i], e_lo[i], e_hi[i])
+            lower, upper, usual = _log_softmax_ends(
+                x_lo[i], x_hi[i], top, own, sums, (u, shift_gap, common, reach)
+            )
+            below, above, ordinary = steps_out(lower, upper)
+            row_lo[i], row_hi[i] = outward(below, above, fa, fast32)
+            missed += not (usual & ordinary)
+        if not missed:
+            continue
+        for k in range(n):
+            i = np.uint64(k)
+            own = (own_lo[i], own_hi[i], e_lo[i], e_hi[i])
+            lower, upper, usual = _log_softmax_ends(
+                x_lo[i], x_hi[i], top, own, sums, (u, shift_gap, common, reach)
+            )
+            if usual & steps_out(lower, upper)[2]:
+                continue  # written by the first pass
             # x_i - log(exp(x_i) + rest) increases in x_i and decreases in the rest: the lower
             # end takes x_i's own exponential at lo from above, the upper end at hi from below
-            d_lo, d_hi = lo[row, j] - top, hi[row, j] - top
-            own_lo, own_hi = _widened(raw_lo[j], d_lo, True), _widened(raw_hi[j], d_hi, False)
-            low = d_lo - math.log(own_lo + (total_hi - e_hi[j]))
-            high = d_hi - math.log(own_hi + max(total_lo - e_lo[j], 0.0))
+            d_lo, d_hi = x_lo[i] - top, x_hi[i] - top
+            big_lo, big_hi = _widened(own[0], d_lo, True), _widened(own[1], d_hi, False)
+            low = d_lo - math.log(big_lo + (total_hi - e_hi[i]))
+            high = d_hi - math.log(big_hi + max(total_lo - e_lo[i], 0.0))
             lower = low - (
-                u * (abs(lo[row, j] - top) + shift_gap)
-                + common
-                + u * abs(low)
-                + _evaluation(low, d_lo, log_s)
+                u * (abs(d_lo) + shift_gap) + common + u * abs(low) + _evaluation(low, d_lo, log_s)
             )
             upper = high + (
-                u * (abs(hi[row, j] - top) + shift_gap)
+                u * (abs(d_hi) + shift_gap)
                 + common
                 + u * abs(high)
                 + _evaluation(high, d_hi, log_s)
             )
-            if may_be_nan or undefined or lower != lower or upper != upper:
-                out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
+            if lower != lower or upper != upper:
+                row_lo[i], row_hi[i] = -math.inf, math.inf
                 continue
-            out_lo[row, j], out_hi[row, j] = outward(next_down(lower), next_up(upper), fa, fast32)
+            row_lo[i], row_hi[i] = outward(next_down(lower), next_up(upper), fa, fast32)
 
 
 @functools.cache
@@ -271,12 +390,15 @@ def _log_softmax_rows(fast32: bool) -> Callable[..., None]:
     def kernel(
         lo: np.ndarray,
         hi: np.ndarray,
-        c: tuple[float, float, float, float],
+        top: np.ndarray,
+        raw_lo: np.ndarray,
+        raw_hi: np.ndarray,
+        c: tuple[float, float, float, float, float],
         fa: tuple[bool, int, float, int, float, bool],
         out_lo: np.ndarray,
         out_hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
-        _log_softmax_rows_loop(lo, hi, c, fa, fast32, out_lo, out_hi)
+        _log_softmax_rows_loop(lo, hi, top, raw_lo, raw_hi, c, fa, fast32, out_lo, out_hi)
 
     return kernel
 
@@ -292,19 +414,27 @@ def log_softmax_bounds(
     fmt: Format,
 ) -> tuple[Array, Array]:
     """The log-softmax enclosure of ``rules.softmax._log_softmax`` along ``axis``, one compiled
-    pass per row: with e = exp(x - top) at both ends (top the row's largest upper end, each
-    exponential widened by its evaluation error), S_hi and S_lo their sums (widened by the
-    sums' float64 error), the exact range
+    pass per row after NumPy's exp(x - top) at both ends (top the row's largest upper end):
+    with e those exponentials widened by their evaluation error, S_hi and S_lo their sums
+    (widened by the sums' float64 error), the exact range
     [(lo - top) - log(E_lo + S_hi - e_hi), (hi - top) - log(E_hi + S_lo - e_lo)] (E_lo the
     exponential at lo widened upward, E_hi the one at hi widened downward: x - log(exp(x) + r)
     increases in x, so its own exponential is taken against the side of each end), each end
     moved out by the kernel's rounding, ``u`` (|x - top| + the row's shift gap, top minus its
     largest lower end) + ``log_f`` + ``per_log_s`` log_s + ``tiny`` + ``u`` |end| (log_s the
     larger |log| of the two sums), and by this evaluation's own error (:func:`_evaluation`),
-    stepped outward and rounded onto ``fmt``; the whole line in rows that may be NaN (an end NaN or +inf,
-    or every lower end -inf) and where an end came out NaN."""
+    stepped outward and rounded onto ``fmt``; the whole line in rows that may be NaN (an end
+    NaN or +inf, or every lower end -inf) and where an end came out NaN. Each logarithm is that
+    of a row's sum and a series (:func:`_log_softmax_ends`) in one branch-free pass over the
+    row where the series reaches, libm's of the end's own sum elsewhere."""
     return _by_rows(
-        _log_softmax_rows(fmt.name == "float32"), lo, hi, axis, (u, log_f, per_log_s, tiny), fmt
+        _log_softmax_rows(fmt.name == "float32"),
+        lo,
+        hi,
+        axis,
+        (u, log_f, per_log_s, tiny, _series_reach(u)),
+        fmt,
+        exponentials=True,
     )
 
 
@@ -463,20 +593,43 @@ def log_softmax_backward_bounds(
 
 
 def _by_rows(
-    kernel: Callable[..., None], lo: Array, hi: Array, axis: int, c: tuple[float, ...], fmt: Format
+    kernel: Callable[..., None],
+    lo: Array,
+    hi: Array,
+    axis: int,
+    c: tuple[float, ...],
+    fmt: Format,
+    exponentials: bool = False,
 ) -> tuple[Array, Array]:
     """Run a row kernel over ``axis``: the ends moved to rows (contiguous float64, one array
-    for a point), the kernel's output moved back."""
+    for a point), with ``exponentials`` each row's top (its largest upper end; 0 where that is
+    not finite or an end is NaN) and NumPy's exp(x - top) at the lower and upper ends given
+    after them; the kernel's output moved back."""
     moved_lo, moved_hi = np.moveaxis(lo, axis, -1), np.moveaxis(hi, axis, -1)
     shape = moved_lo.shape
     n = shape[-1] if shape else 1
     rows_lo = np.ascontiguousarray(moved_lo, dtype=np.float64).reshape(-1, n)
     rows_hi = rows_lo if hi is lo else np.ascontiguousarray(moved_hi, dtype=np.float64)
+    rows_hi = rows_hi.reshape(-1, n)
     out_lo, out_hi = np.empty(shape), np.empty(shape)
     if out_lo.size:
+        row_args: tuple[np.ndarray, ...] = (rows_lo, rows_hi)
+        if exponentials:
+            with np.errstate(all="ignore"):
+                top = np.fmax.reduce(rows_hi, axis=1)
+                undefined = np.isnan(rows_lo).any(axis=1) | np.isnan(rows_hi).any(axis=1)
+                top[undefined | ~np.isfinite(top)] = 0.0
+                # in place: a second array of this size would be fresh memory, whose page
+                # faults cost more than the exponentials (measured: docs/performance.md)
+                raw_lo = rows_lo - top[:, None]
+                np.exp(raw_lo, out=raw_lo)
+                raw_hi = raw_lo
+                if rows_hi is not rows_lo:
+                    raw_hi = rows_hi - top[:, None]
+                    np.exp(raw_hi, out=raw_hi)
+            row_args = (rows_lo, rows_hi, top, raw_lo, raw_hi)
         kernel(
-            rows_lo,
-            rows_hi.reshape(-1, n),
+            *row_args,
             c,
             format_args(fmt),
             out_lo.reshape(-1, n),
