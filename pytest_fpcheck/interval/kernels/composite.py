@@ -27,7 +27,7 @@ from .base import (
     outward,
     outward_step,
 )
-from .elementwise import product_element
+from .elementwise import _product64_usual, product_element
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -244,6 +244,60 @@ def _silu_backward_element(
     return outward(w_lo, w_hi, fc, fast32)
 
 
+@jit(cache=True, inline="always")
+def _silu_backward_usual(
+    g_lo: float,
+    g_hi: float,
+    a: float,
+    b: float,
+    e_a: float,
+    e_b: float,
+    point: bool,
+    c: tuple[float, ...],
+    fc: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """:func:`_silu_backward_element` for the usual element, without a branch (so that a loop of
+    it vectorises), and whether the element is usual: x's ends finite, and each end the general
+    path steps out (the derivative's hull, its widening by the error, the product's widening)
+    nonzero and finite, the product's usual (:func:`.elementwise._product64_usual`). There the
+    general path takes these steps and no other: the whole line is never given (x finite, every
+    step finite), each next_down and next_up moves one unit of a nonzero finite pattern
+    (:func:`..rounding.steps_out`), the error bound and the underflow term are positive and
+    finite, so their next_up is one unit up, and the radius is finite; the choices between the
+    ends and the extrema, and the signs, are selections."""
+    x_min, f_min, x_max, f_max = c[0], c[1], c[2], c[3]
+    gamma2, tiny = c[8], c[9]
+    d_a, s_a, c_a = _silu_derivative(a, e_a)
+    if point:
+        b, d_b, s_b = a, d_a, s_a
+    else:
+        d_b, s_b, _ = _silu_derivative(b, e_b)
+    usual = (abs(a) < math.inf) & (abs(b) < math.inf)
+    m = max(abs(a), abs(b))
+    slack_a, slack_b = _SILU_SLACK * (1.0 + abs(a)), _SILU_SLACK * (1.0 + abs(b))
+    low, high = min(d_a - slack_a, d_b - slack_b), max(d_a + slack_a, d_b + slack_b)
+    low = _select((a <= x_min + 1e-6) & (x_min - 1e-6 <= b), min(low, f_min), low)
+    high = _select((a <= x_max + 1e-6) & (x_max - 1e-6 <= b), max(high, f_max), high)
+    low, high, hull = steps_out(low, high)
+    big_s, big_c = min(s_b * (1.0 + 2.0**-40), 1.0), min(c_a * (1.0 + 2.0**-40), 1.0)
+    bound = _silu_error(big_s, big_c, m, c) * (1.0 + 2.0**-20)
+    error = steps_out(bound, bound)[1]
+    d_lo, d_hi, widened = steps_out(low - error, high + error)
+    p_lo, p_hi, product = _product64_usual(g_lo, g_hi, d_lo, d_hi, True)
+    underflow = (2.0 + 1.01 * (1.0 + m)) * tiny
+    radius = gamma2 * max(abs(p_lo), abs(p_hi)) + steps_out(underflow, underflow)[1]
+    w_lo, w_hi, rounded = steps_out(p_lo - radius, p_hi + radius)
+    # the general path's signs of g and D (1, -1, or 0 where an interval holds both signs)
+    sign_g = int(g_lo >= 0) - int((g_lo < 0) & (g_hi <= 0))
+    sign_d = int(d_lo >= 0) - int((d_lo < 0) & (d_hi <= 0))
+    sign = sign_g * sign_d
+    w_lo = _select(sign > 0, max(w_lo, 0.0), w_lo)
+    w_hi = _select(sign < 0, min(w_hi, 0.0), w_hi)
+    w_lo, w_hi = outward(w_lo, w_hi, fc, fast32)
+    return w_lo, w_hi, usual & hull & widened & product & rounded
+
+
 @functools.cache
 def _silu_backward_bounds(point: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
@@ -262,10 +316,24 @@ def _silu_backward_bounds(point: bool, fast32: bool) -> Callable[..., None]:
         out_lo: np.ndarray,
         out_hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
+        # the usual elements in one branch-free pass that vectorises, then the others by the
+        # general path; indices unsigned: numba then skips its negative-index wraparound
+        missed = 0
         for n in range(out_lo.size):
-            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
+            i = np.uint64(n)
+            out_lo[i], out_hi[i], usual = _silu_backward_usual(
+                g_lo[i], g_hi[i], x_lo[i], x_hi[i], e_lo[i], e_hi[i], point, c, fc, fast32
+            )
+            missed += not usual
+        if not missed:
+            return
+        for n in range(out_lo.size):
+            i = np.uint64(n)
+            x = (g_lo[i], g_hi[i], x_lo[i], x_hi[i], e_lo[i], e_hi[i])
+            if _silu_backward_usual(x[0], x[1], x[2], x[3], x[4], x[5], point, c, fc, fast32)[2]:
+                continue  # written by the first pass
             out_lo[i], out_hi[i] = _silu_backward_element(
-                g_lo[i], g_hi[i], x_lo[i], x_hi[i], e_lo[i], e_hi[i], point, c, f64, fc, fast32
+                x[0], x[1], x[2], x[3], x[4], x[5], point, c, f64, fc, fast32
             )
 
     return kernel
@@ -291,7 +359,9 @@ def silu_backward_bounds(
     overflow floor, gamma_2, the smallest subnormal) of ``compute``); the float64 interval
     product with [g_lo, g_hi]; widened by two roundings onto ``compute`` (gamma_2 relative,
     2 + 1.01 (1 + |x|) smallest subnormals),
-    kept on the side of zero the factors' signs decide, and rounded outward onto it. The whole
+    kept on the side of zero the factors' signs decide, and rounded outward onto it: the usual
+    elements in one branch-free pass (:func:`_silu_backward_usual`), the others by the general
+    path (:func:`_silu_backward_element`), with the same bits. The whole
     line where x may be infinite or NaN, or the product undefined."""
     shape = np.broadcast_shapes(np.shape(g_lo), np.shape(x_lo))
 
