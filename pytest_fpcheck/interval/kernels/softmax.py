@@ -333,9 +333,13 @@ def _log_softmax_rows_loop(
             lo[row], hi[row], top, e_lo, e_hi, raw_lo[row], raw_hi[row]
         )
         log_hi, log_lo = math.log(total_hi), math.log(max(total_lo, 1e-300))
+        # the series' own: log S_lo and 1 / S_lo exactly as S_lo is (a floor would move the
+        # upper ends down: unsound); a zero S_lo gives NaN arguments, which are not usual
+        series_lo = math.log(total_lo) if total_lo > 0 else -math.inf
+        inverse_lo = 1.0 / total_lo if total_lo > 0 else math.nan
         log_s = max(abs(log_hi), abs(log_lo))
         common = log_f + per_log_s * log_s + tiny
-        sums = (total_lo, 1.0 / total_hi, 1.0 / max(total_lo, 1e-300), log_hi, log_lo)
+        sums = (total_lo, 1.0 / total_hi, inverse_lo, log_hi, series_lo)
         # the usual elements in one branch-free pass that vectorises, then the others by
         # the logarithm of each end's own sum; on the row's views, indices unsigned: numba
         # then skips its negative-index wraparound
