@@ -148,6 +148,13 @@ def test_a_cached_kernel_outside_the_digested_sources_is_refused():
         J.jit(cache=True)(kernel)
 
 
+def test_numba_ir_inlining_is_refused_for_llvm_inlining():
+    # inline="always" copied every helper's IR at each call site: 45 s to compile a sum onto
+    # float32, against 6 s with forceinline=True at the same speed
+    with pytest.raises(ValueError, match=r"jit\(inline='always'\).*forceinline=True"):
+        J.jit(inline="always")
+
+
 def test_settings_of_one_kernel_get_data_files_of_their_own(tmp_path):
     # two settings (closures) of one kernel share an index; each data file is named after its
     # key, so processes saving different settings at once never write to the same file

@@ -442,7 +442,7 @@ def _pass(
         values[2], values[3] = greatest_score, worst_radius
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _reach_of(value: float, lo: float, hi: float) -> float:  # pragma: no cover - compiled
     """:func:`_reach` of one element."""
     if lo == value and hi == value:

@@ -31,7 +31,7 @@ from ..interval.rounding import round_scalar
 __all__ = ["evaluate"]
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _round_one(x: float, p: int, emin: int, big: float, mode: int) -> float:  # pragma: no cover
     """``x`` rounded to the format (precision p, emin, largest finite big) in ``mode``: the
     package's one rounder (:func:`pytest_fpcheck.interval.rounding.round_scalar`); NaN, an
@@ -125,7 +125,7 @@ def _round_exact(
     return r
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _flush(y: float, emin: int, flush: bool) -> float:  # pragma: no cover
     if flush and y != 0.0 and abs(y) < math.ldexp(1.0, emin):
         return math.copysign(0.0, y)

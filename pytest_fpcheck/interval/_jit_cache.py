@@ -37,6 +37,7 @@ class _UserCacheLocator(_CacheLocator):
         self._path = self.path
         self._stamp = self.stamp
         self._lineno = py_func.__code__.co_firstlineno
+        self._py_file = py_file  # where Numba's warnings about an uncachable kernel point
 
     def get_cache_path(self) -> str:
         return self._path

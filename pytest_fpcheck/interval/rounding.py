@@ -59,29 +59,29 @@ _BIG64 = float(np.finfo(np.float64).max)
 NEAREST_BITS = 26
 
 # the scalar signatures the compiled code calls them with (formats annotates the array form)
-_quantize = cast("Callable[[float, int, int, int], float]", jit(inline="always")(quantize))
-_overflow_limits = jit(inline="always")(overflow_limits)
+_quantize = cast("Callable[[float, int, int, int], float]", jit(forceinline=True)(quantize))
+_overflow_limits = jit(forceinline=True)(overflow_limits)
 
 
-@jit(inline="always")
+@jit(forceinline=True)
 def _bits(v: float) -> np.int64:  # pragma: no cover - compiled
     """The int64 bit pattern of a float64."""
     return np.float64(v).view(np.int64)
 
 
-@jit(inline="always")
+@jit(forceinline=True)
 def _from_bits(b: np.int64) -> float:  # pragma: no cover - compiled
     """The float64 whose bit pattern is the int64 ``b``."""
     return np.int64(b).view(np.float64)
 
 
-@jit(inline="always")
+@jit(forceinline=True)
 def _bits32(x: np.float32) -> np.int32:  # pragma: no cover - compiled
     """The int32 bit pattern of a float32."""
     return np.float32(x).view(np.int32)
 
 
-@jit(inline="always")
+@jit(forceinline=True)
 def _from_bits32(b: np.int64) -> np.float32:  # pragma: no cover - compiled
     """The float32 whose bit pattern is the low 32 bits of the int64 ``b``."""
     return np.int32(b).view(np.float32)
@@ -94,7 +94,7 @@ _BELOW_TIE = np.int64((1 << 28) - 1)
 _INF_BITS = np.int64(0x7FF0000000000000)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def next_up(v: float) -> float:  # pragma: no cover - compiled
     """One float64 step toward +inf; NaN -> +inf; -inf -> the most negative finite number."""
     # float64 bit patterns are sign-magnitude: one step away from zero adds 1 to the pattern,
@@ -111,7 +111,7 @@ def next_up(v: float) -> float:  # pragma: no cover - compiled
     return v if v > 0 else -_BIG64
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def next_down(v: float) -> float:  # pragma: no cover - compiled
     """One float64 step toward -inf; NaN -> -inf; +inf -> the largest finite number."""
     b = _bits(v)
@@ -125,7 +125,7 @@ def next_down(v: float) -> float:  # pragma: no cover - compiled
     return v if v < 0 else _BIG64
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def steps_out(low: float, high: float) -> tuple[float, float, bool]:  # pragma: no cover
     """(:func:`next_down` of ``low``, :func:`next_up` of ``high``, whether those are what they
     give) without a branch, so that a loop of it vectorises: one unit of each pattern out, what
@@ -138,7 +138,7 @@ def steps_out(low: float, high: float) -> tuple[float, float, bool]:  # pragma: 
     return down, _from_bits(t + (np.int64(1) | (t >> 63))), ordinary
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def float32_directed(v: float, up: bool, strict: bool) -> float:  # pragma: no cover - compiled
     """``v`` rounded onto float32 toward +inf when ``up``, else toward -inf (``strict``: to the
     float32 number strictly beyond ``v``, as :func:`step_up_to` / :func:`step_down_to`), using
@@ -174,13 +174,13 @@ def float32_directed(v: float, up: bool, strict: bool) -> float:  # pragma: no c
     return np.float64(_from_bits32(bits)) + keep_sign
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _is_float32(precision: int, emin: int, has_inf: bool) -> bool:  # pragma: no cover - compiled
     """Whether a format's parameters are float32's (the formats share no other combination)."""
     return precision == 24 and emin == -126 and has_inf
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def round_scalar(
     x: float, precision: int, emin: int, big: float, mode: int
 ) -> float:  # pragma: no cover - compiled
@@ -292,7 +292,7 @@ def step_up_to(
     return round_to(next_up(v), precision, smallest_normal, emin, big, has_inf, True)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _nearest_end(
     x: float,
     precision: int,
@@ -320,7 +320,7 @@ def _nearest_end(
     return _nearest_general(x, precision, smallest_normal, emin, big, has_inf, threshold, up)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _nearest32(x: float, big: float, threshold: float, up: bool) -> float:  # pragma: no cover
     """:func:`_nearest_end` onto float32 with one hardware conversion (round to nearest even,
     subnormals and overflow included): where ``x`` is not a float32 number, the conversion is
@@ -348,7 +348,7 @@ def _nearest32(x: float, big: float, threshold: float, up: bool) -> float:  # pr
     return back + 0.0
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _nearest_normal(b: np.int64, precision: int, up: bool) -> float:  # pragma: no cover
     """:func:`_nearest_end` for the float64 of pattern ``b`` in the format's normal range
     (before any overflow, which the caller checks): the dropped bits of the pattern against
@@ -364,7 +364,7 @@ def _nearest_normal(b: np.int64, precision: int, up: bool) -> float:  # pragma: 
     return _from_bits(kept + (away << drop))
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _nearest_general(
     x: float,
     precision: int,
@@ -393,7 +393,7 @@ def _nearest_general(
     return d if x <= middle else u
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _select(condition: bool, a: float, b: float) -> float:  # pragma: no cover - compiled
     """``a if condition else b``, bit for bit (signed zeros included), without a branch: which
     of a rounded end and its grid neighbour is farther out is unpredictable, and a mispredicted
@@ -402,7 +402,7 @@ def _select(condition: bool, a: float, b: float) -> float:  # pragma: no cover -
     return _from_bits(bits_b ^ ((bits_a ^ bits_b) & -np.int64(condition)))
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def nearest_pair(
     lo: float,
     hi: float,
@@ -445,7 +445,7 @@ _BEYOND32_BITS = np.int64(0x47E0000000000000)
 _BELOW_GRID = np.int64((1 << (53 - NEAREST_BITS)) - 1)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _grid26(b: np.int64, up: bool) -> float:  # pragma: no cover - compiled
     """:func:`round_to` onto the :data:`NEAREST_BITS` grid of the float64 of pattern ``b`` in its
     normal range, toward +inf when ``up``, without a branch: truncation rounds a magnitude
@@ -455,7 +455,7 @@ def _grid26(b: np.int64, up: bool) -> float:  # pragma: no cover - compiled
     return _from_bits((b & ~_BELOW_GRID) + (away << (53 - NEAREST_BITS)))
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _nearest32_usual(lo: float, hi: float) -> tuple[float, float, bool]:  # pragma: no cover
     """:func:`nearest_pair` onto float32 for the usual pair, without a branch (so that a loop of
     it vectorises), and whether the pair is usual: each end of magnitude in [2**-126, 2**127)
@@ -486,7 +486,7 @@ def _nearest32_usual(lo: float, hi: float) -> tuple[float, float, bool]:  # prag
     return lower, _select(own_y, hi, _select(near_y > grid_y, near_y, grid_y)), usual
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _nearest_usual(
     lo: float,
     hi: float,

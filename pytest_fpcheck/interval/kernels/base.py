@@ -67,7 +67,7 @@ def format_args(fmt: Format) -> FormatArgs:
     )
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def outward(
     lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool], fast32: bool
 ) -> tuple[float, float]:  # pragma: no cover - compiled
@@ -84,7 +84,7 @@ def outward(
     )
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def outward_step(
     lo: float, hi: float, fa: tuple[bool, int, float, int, float, bool], fast32: bool
 ) -> tuple[float, float]:  # pragma: no cover - compiled
@@ -100,7 +100,7 @@ def outward_step(
     )
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def bump(r: float) -> float:  # pragma: no cover - compiled
     """A float64 number >= the next float64 above ``r >= 0`` (NaN and inf stay)."""
     if r >= 2.0**-1000:
@@ -157,7 +157,7 @@ def _summary(lo: np.ndarray, hi: np.ndarray) -> tuple[float, bool]:  # pragma: n
     return _from_bits(widest), unbounded
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _width_bits(a: float, b: float) -> np.int64:  # pragma: no cover - compiled
     """The bit pattern of [a, b]'s width: 0 where a == b, +inf where b - a overflows or is
     NaN."""
@@ -239,7 +239,7 @@ def broadcast_flat(array: Array, shape: tuple[int, ...]) -> tuple[np.ndarray, in
     return data, max(data.size, 1)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def sum_lower(a: float, b: float) -> float:  # pragma: no cover - compiled
     """a + b rounded down: the float64 sum when TwoSum shows it exact or below, else a step
     below it (an infinite operand makes the sum exact)."""
@@ -251,7 +251,7 @@ def sum_lower(a: float, b: float) -> float:  # pragma: no cover - compiled
     return s if exact else stepped
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def sum_upper(a: float, b: float) -> float:  # pragma: no cover - compiled
     s = a + b
     b_virtual = s - a
@@ -261,7 +261,7 @@ def sum_upper(a: float, b: float) -> float:  # pragma: no cover - compiled
     return s if exact else stepped
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def block_length(size: int, a_period: int, b_period: int) -> int:  # pragma: no cover - compiled
     """The run of consecutive outputs over which neither broadcast operand wraps around: the
     smaller period, a period of 1 (a scalar, read at index 0 throughout) aside."""

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["gelu_erf_bounds", "silu_backward_bounds"]
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _gelu_element(
     a: float,
     b: float,
@@ -64,7 +64,7 @@ def _gelu_element(
     return f_a, low - spread, high + spread
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _gelu_erf_bounds_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -162,7 +162,7 @@ def gelu_erf_bounds(
 _SILU_SLACK = 2.0**-44
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _silu_derivative(x: float, e: float) -> tuple[float, float, float]:  # pragma: no cover
     """(D(x) = s (1 + x (1 - s)), s, 1 - s) in float64 from ``e`` = exp(-|x|) within a few
     ULPs: s and 1 - s are 1 / (1 + e) and e / (1 + e), each within a few ULPs relatively, so
@@ -173,7 +173,7 @@ def _silu_derivative(x: float, e: float) -> tuple[float, float, float]:  # pragm
     return s * (1.0 + x * c), s, c
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _silu_error(
     big_s: float, big_c: float, m: float, c: tuple[float, ...]
 ) -> float:  # pragma: no cover
@@ -188,7 +188,7 @@ def _silu_error(
     return d_s * (1.0 + m * big_c) + (big_s + d_s) * d_q + floor
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _silu_backward_element(
     g_lo: float,
     g_hi: float,
@@ -244,7 +244,7 @@ def _silu_backward_element(
     return outward(w_lo, w_hi, fc, fast32)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _silu_backward_usual(
     g_lo: float,
     g_hi: float,

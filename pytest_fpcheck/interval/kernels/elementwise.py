@@ -61,7 +61,7 @@ __all__ = ["add_bounds", "div_bounds", "library_bounds", "mul_bounds", "power_bo
 _FLOAT64 = FORMATS["float64"]
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def sum_element(
     x_lo: float,
     x_hi: float,
@@ -83,7 +83,7 @@ def sum_element(
     return outward(low, high, fa, fast32)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _sum64_usual(
     x_lo: float, x_hi: float, y_lo: float, y_hi: float
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -119,7 +119,7 @@ def _sum64_usual(
     return low, _select((t_error <= 0) | infinite_hi, t, above), usual
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _add_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
@@ -155,7 +155,7 @@ def _add_bounds_loop(
             lo[i], hi[i] = sum_element(x_lo, x_hi, y_lo, y_hi, fa, fast32)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _element64_usual(
     x_lo: float, x_hi: float, y_lo: float, y_hi: float, product: bool, switch: bool
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -168,7 +168,7 @@ def _element64_usual(
     return _sum64_usual(x_lo, x_hi, y_lo, y_hi)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def usual_ends(
     x_lo: float, x_hi: float, y_lo: float, y_hi: float, product: bool, switch: bool, fast32: bool
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -188,7 +188,7 @@ def usual_ends(
     return low, high, usual
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _element64(
     x_lo: float,
     x_hi: float,
@@ -206,7 +206,7 @@ def _element64(
     return sum_element(x_lo, x_hi, y_lo, y_hi, fa, False)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _usual_run(
     u: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     v: PassArgs,
@@ -243,7 +243,7 @@ def _usual_run(
     return missed
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _usual_pass(
     u: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     v: PassArgs,
@@ -274,7 +274,7 @@ def _usual_pass(
 _NO_NEAREST = (False, 0, np.int64(0), np.int64(0), False, (0.0, 0.0, 0.0))
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _nearest_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
@@ -394,7 +394,7 @@ def add_bounds(
     return _finish(_add_bounds, False, negate_b, operands, shape, fmt, nearest)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def product_element(
     x_lo: float,
     x_hi: float,
@@ -431,7 +431,7 @@ def product_element(
     return low, high
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _product64_usual(
     x_lo: float, x_hi: float, y_lo: float, y_hi: float, step: bool
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -458,7 +458,7 @@ def _product64_usual(
     return low, high, usual
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _mul_bounds_loop(
     a_lo: np.ndarray,
     a_hi: np.ndarray,
@@ -635,7 +635,7 @@ def power_bounds(x_lo: Array, x_hi: Array, n: int, fmt: Format) -> tuple[Array, 
     return lo, hi
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def library_element(
     f_lo: float,
     f_hi: float,
@@ -654,7 +654,7 @@ def library_element(
     return outward_step(low - allowance, high + allowance, fa, fast32)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def library_usual(
     f_lo: float, f_hi: float, c: tuple[float, float], fast32: bool
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -730,7 +730,7 @@ def library_bounds(
     return lo, hi
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def quotient_element(
     x_lo: float,
     x_hi: float,

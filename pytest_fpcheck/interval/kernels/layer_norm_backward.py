@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["layer_norm_input_grad", "layer_norm_param_grads"]
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _mul(
     a_lo: float, a_hi: float, b_lo: float, b_hi: float
 ) -> tuple[float, float]:  # pragma: no cover - compiled
@@ -47,13 +47,13 @@ def _mul(
     return next_down(min(min(p1, p2), min(p3, p4))), next_up(max(max(p1, p2), max(p3, p4)))
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _finite(lo: float, hi: float, big: float) -> bool:  # pragma: no cover - compiled
     """Both ends finite and within ``big`` (False for NaN)."""
     return (abs(lo) <= big) & (abs(hi) <= big)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _mul_c(
     a_lo: float,
     a_hi: float,
@@ -68,7 +68,7 @@ def _mul_c(
     return outward_step(lo, hi, fa, fast32)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _add_c(
     a_lo: float,
     a_hi: float,
@@ -80,7 +80,7 @@ def _add_c(
     return outward_step(a_lo + b_lo, a_hi + b_hi, fa, fast32)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _input_grad_loop(
     dy_lo: np.ndarray,
     dy_hi: np.ndarray,

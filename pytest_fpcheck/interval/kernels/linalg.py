@@ -53,7 +53,7 @@ __all__ = [
 _FLOAT64 = FORMATS["float64"]
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _split_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -148,7 +148,7 @@ def float32_magnitudes(x: np.ndarray) -> tuple[np.ndarray, bool]:
     return out.transpose(np.argsort(order)), bool(subnormal)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _split32_one(
     a: float, b: float, c0: float, c1: float, inflate: float, floor: float
 ) -> tuple[float, float, float]:  # pragma: no cover - compiled
@@ -292,7 +292,7 @@ def split_operand(
     )
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _epilogue64_usual(
     m: float, r: float, limit: float
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -305,7 +305,7 @@ def _epilogue64_usual(
     return low, high, (r < limit) & (abs(m) < math.inf) & ordinary
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _terms(
     mid: np.ndarray,
     rad: np.ndarray,
@@ -327,7 +327,7 @@ def _terms(
     return m, (r + eta) * scale
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _epilogue_loop(
     mid: np.ndarray,
     rad: np.ndarray,
@@ -391,7 +391,7 @@ def _epilogue(has_addend: bool, fast32: bool) -> Callable[..., None]:
     return kernel
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _epilogue_nearest_loop(
     mid: np.ndarray,
     rad: np.ndarray,

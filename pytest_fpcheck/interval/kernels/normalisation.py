@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["moments_rows", "normalise_rows"]
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _moments_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -166,7 +166,7 @@ def moments_rows(
     return ends[0], ends[1], ends[2], ends[3]
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _interval_product(
     a_lo: float, a_hi: float, b_lo: float, b_hi: float
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -182,7 +182,7 @@ def _interval_product(
     return low, high, undefined or zero_times_infinity
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _interval_sum(
     a_lo: float, a_hi: float, b_lo: float, b_hi: float
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
@@ -192,14 +192,14 @@ def _interval_sum(
     return low, high, opposite or low != low or high != high
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _underflow(tiny_scaled: float, factor: float) -> float:  # pragma: no cover - compiled
     """max(tiny factor, 2**-1022) from tiny 2**1000 (exact scalings by powers of two: no
     subnormal operand or result, whose arithmetic costs microcode assists)."""
     return max(tiny_scaled * factor, 2.0**-22) * 2.0**-1000
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _normalise_rows_loop(
     x_lo: np.ndarray,
     x_hi: np.ndarray,

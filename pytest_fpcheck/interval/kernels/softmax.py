@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["log_softmax_backward_bounds", "log_softmax_bounds", "softmax_bounds"]
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _widened(raw: float, d: float, upward: bool) -> float:  # pragma: no cover - compiled
     """exp(d) for d <= 0 from ``raw``, libm's or NumPy's ``exp(d)``, widened by its evaluation
     error ((|d| + 8) 2**-51 relative: the rounding of d and exp's 8 ULPs, what
@@ -52,7 +52,7 @@ def _widened(raw: float, d: float, upward: bool) -> float:  # pragma: no cover -
     return raw * (1.0 - (abs(finite) + 8.0) * 2.0**-51)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _exponentials(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -70,7 +70,7 @@ def _exponentials(
     return _widened_sums(lo[row], hi[row], top, e_lo, e_hi, raw_lo, raw_hi)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _widened_sums(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -97,7 +97,7 @@ def _widened_sums(
     return total_hi * (1.0 + margin), max(total_lo * (1.0 - margin), 0.0)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _softmax_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -206,7 +206,7 @@ def softmax_bounds(
     )
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _evaluation(end: float, d: float, log_s: float) -> float:  # pragma: no cover - compiled
     """What this float64 evaluation of an end ``d - log(own + rest)`` may err by, either way it
     is evaluated: directly, the sum's rounding moves the logarithm by at most 2**-52 (its
@@ -233,7 +233,7 @@ def _series_reach(u: float) -> float:
     return reach
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _log1p_series(v: float) -> tuple[float, float]:  # pragma: no cover - compiled
     """(P, R) with log1p(v) in [P - R, P + R] for |v| <= :data:`_SERIES_REACH`, without a
     division: P = v - v**2 / 2 + v**3 / 3, the series' first three terms, and R = 0.254 |v|**4,
@@ -244,7 +244,7 @@ def _log1p_series(v: float) -> tuple[float, float]:  # pragma: no cover - compil
     return v - a * (0.5 - v * (1.0 / 3.0)), 0.254 * (a * a)
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _log_softmax_ends(
     x_lo: float,
     x_hi: float,
@@ -291,7 +291,7 @@ def _log_softmax_ends(
     return lower, upper, usual
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _log_softmax_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -442,7 +442,7 @@ def log_softmax_bounds(
     )
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _log_softmax_backward_usual(
     g_lo: float,
     g_hi: float,
@@ -463,7 +463,7 @@ def _log_softmax_backward_usual(
     return r_lo, r_hi, usual & product & difference
 
 
-@jit(cache=True, inline="always")
+@jit(cache=True, forceinline=True)
 def _log_softmax_backward_element(
     g_lo: float,
     g_hi: float,
