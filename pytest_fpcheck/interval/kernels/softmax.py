@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 __all__ = ["log_softmax_backward_bounds", "log_softmax_bounds", "softmax_bounds"]
 
 
+#: where NumPy's exponentials are taken from: exp(-701) is a normal float64 number (an argument
+#: below -708 gives a subnormal result, which NumPy's SIMD exp computes ten times slower), and
+#: no kernel reads an exponential below -700 (:func:`_widened`)
+_EXP_FLOOR = -701.0
+
+
 @jit(cache=True, forceinline=True)
 def _widened(raw: float, d: float, upward: bool) -> float:  # pragma: no cover - compiled
     """exp(d) for d <= 0 from ``raw``, libm's or NumPy's ``exp(d)``, widened by its evaluation
@@ -560,7 +566,8 @@ def log_softmax_backward_bounds(
     (stepped outward), the difference as :func:`.elementwise.add_bounds`; then rounded outward
     onto ``fmt``. Onto float32 or float64, one branch-free pass over the elements where each
     step takes its usual path, then the others by the general paths; the same bits as those
-    three operations (exp evaluated by NumPy, as there)."""
+    three operations (exp evaluated by NumPy, as there, from :data:`_EXP_FLOOR` up where the
+    allowance's constant term makes smaller exponentials give the same ends)."""
     shape = np.shape(g[0])
     if not shape:  # a 0-d tensor: its own one-element row
         shape, axis = (1,), 0
@@ -574,9 +581,15 @@ def log_softmax_backward_bounds(
     moved_shape = (*(k for i, k in enumerate(shape) if i != axis), n)
     out_lo, out_hi = np.empty(moved_shape), np.empty(moved_shape)
     if out_lo.size:
+        # from an allowance of 2**-900 up, the allowance's half unit in the last place is over
+        # 2**50 times exp(-701): any exponential below that gives the same widened, stepped
+        # ends, and NumPy's exp of an argument below -708 (a subnormal result) is ten times
+        # slower than of others
+        floor = _EXP_FLOOR if allowance[1] >= 2.0**-900 else -math.inf
         with np.errstate(all="ignore"):
-            e_lo = np.exp(rows(y[0], shape))
-            exponentials = (e_lo, e_lo if y[1] is y[0] else np.exp(rows(y[1], shape)))
+            e_lo = np.exp(np.maximum(rows(y[0], shape), floor))
+            e_hi = e_lo if y[1] is y[0] else np.exp(np.maximum(rows(y[1], shape), floor))
+            exponentials = (e_lo, e_hi)
         _log_softmax_backward_rows(
             compute.name == "float32", fmt is not compute, fmt.name == "float32"
         )(
@@ -608,7 +621,8 @@ def _by_rows(
     """Run a row kernel over ``axis``: the ends moved to rows (contiguous float64, one array
     for a point), with ``exponentials`` each row's top (its largest upper end; 0 where that is
     not finite or an end is NaN) and NumPy's exp(x - top) at the lower and upper ends given
-    after them; the kernel's output moved back."""
+    after them, x - top raised to :data:`_EXP_FLOOR` first (the kernels take no exponential
+    below d = -700 from them: :func:`_widened`); the kernel's output moved back."""
     moved_lo, moved_hi = np.moveaxis(lo, axis, -1), np.moveaxis(hi, axis, -1)
     shape = moved_lo.shape
     n = shape[-1] if shape else 1
@@ -626,11 +640,11 @@ def _by_rows(
                 # in place: a second array of this size would be fresh memory, whose page
                 # faults cost more than the exponentials (measured: docs/performance.md)
                 raw_lo = rows_lo - top[:, None]
-                np.exp(raw_lo, out=raw_lo)
+                np.exp(np.maximum(raw_lo, _EXP_FLOOR, out=raw_lo), out=raw_lo)
                 raw_hi = raw_lo
                 if rows_hi is not rows_lo:
                     raw_hi = rows_hi - top[:, None]
-                    np.exp(raw_hi, out=raw_hi)
+                    np.exp(np.maximum(raw_hi, _EXP_FLOOR, out=raw_hi), out=raw_hi)
             row_args = (rows_lo, rows_hi, top, raw_lo, raw_hi)
         kernel(
             *row_args,
