@@ -76,6 +76,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..adapters.torch import undeclared_writes
+from ..allocator import keep_freed_memory
 from ..errors import UnsupportedOperation
 from ..formats import FORMATS, Format
 from ..tracking.triton.scope import close_block, open_block
@@ -496,7 +497,9 @@ class StochasticMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def __enter__(self) -> StochasticMode:
         """Enter the dispatch mode, subscribe to the Triton instrumentation and run fused
-        attention off the CPU through its math path (:mod:`.attention`)."""
+        attention off the CPU through its math path (:mod:`.attention`), with freed memory
+        kept for the next operation (:func:`..allocator.keep_freed_memory`)."""
+        keep_freed_memory()
         open_block(self, super().__enter__)
         if self._attention is not None:
             self._attention.__enter__()  # type: ignore[no-untyped-call]

@@ -43,6 +43,7 @@ import torch
 
 from ...adapters import is_torch_tensor
 from ...adapters.torch import dtype_format, internal, undeclared_writes
+from ...allocator import keep_freed_memory
 from ...errors import InvalidArgument, StaleBoundsError, UnsupportedOperation
 from ...interval.bounds import Bounds, Provenance
 from ...interval.core import Interval, is_whole_line
@@ -227,6 +228,7 @@ class Tracker(Interposer):
 
     def __enter__(self) -> Tracker:
         if self._depth == 0:
+            keep_freed_memory()
             self.gaps = {}
             STORE.new_epoch()
         self._depth += 1
