@@ -48,8 +48,9 @@ def keep_freed_memory() -> bool:
 def _set_thresholds() -> bool:
     if os.environ.get(MALLOC_ENV, "") == "system" or not _glibc():
         return False
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-    if mallopt is None:  # pragma: no cover - glibc always has it
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # pragma: no cover - a glibc process always has it
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     # the mmap threshold first: setting either turns off glibc's dynamic adjustment of both
