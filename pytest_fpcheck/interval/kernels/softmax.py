@@ -256,23 +256,27 @@ def _log_softmax_ends(
     x_hi: float,
     top: float,
     own: tuple[float, float, float, float],
-    sums: tuple[float, float, float, float, float],
+    sums: tuple[float, float, float, float, float, float],
     c: tuple[float, float, float, float],
-) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+) -> tuple[float, float, bool, float, float]:  # pragma: no cover - compiled
     """One element's log-softmax ends before the outward rounding (:func:`log_softmax_bounds`
     states them), without a branch, through the row's sums' logarithms and
     :func:`_log1p_series`, and whether the element is usual: both ends' shifts finite, the
     lower sum positive and at least the element's lower exponential, and both series'
-    arguments within the reach (:func:`_series_reach`). With ``own`` = (exp at lo and hi before the
-    widening, the widened e_lo and e_hi), ``sums`` = (S_lo, 1 / S_hi, 1 / S_lo, log S_hi,
-    log S_lo), ``c`` = (u, the row's shift gap, its constant term, the reach): the lower end's sum
+    arguments within the reach (:func:`_series_reach`), then the arguments of the logarithms an
+    element that is not usual takes instead: own_lo + S_hi - e_hi and own_hi + max(S_lo - e_lo,
+    0) (x - log(exp(x) + rest) increases in x and decreases in the rest: the lower end takes
+    x's own exponential at lo from above, the upper end at hi from below). With ``own`` = (exp
+    at lo and hi before the widening, the widened e_lo and e_hi), ``sums`` = (S_lo, 1 / S_hi,
+    1 / S_lo, log S_hi, log S_lo, S_hi), ``c`` = (u, the row's shift gap, its constant term,
+    the reach): the lower end's sum
     own_lo + S_hi - e_hi is S_hi (1 + v) with v = (own_lo - e_hi) / S_hi, whose log is at most
     log S_hi + P + R; the upper end's own_hi + S_lo - e_lo is S_lo (1 + w),
     w = (own_hi - e_lo) / S_lo, whose log is at least log S_lo + P - R. v and w are computed
     with the sums' reciprocals: three roundings, 2**-51 of |v| <= 2**-57, within
     :func:`_evaluation`'s constant."""
     raw_lo, raw_hi, e_lo, e_hi = own
-    total_lo, inverse_hi, inverse_lo, log_hi, log_lo = sums
+    total_lo, inverse_hi, inverse_lo, log_hi, log_lo, total_hi = sums
     u, shift_gap, common, reach = c
     d_lo, d_hi = x_lo - top, x_hi - top
     own_lo, own_hi = _widened(raw_lo, d_lo, True), _widened(raw_hi, d_hi, False)
@@ -294,7 +298,7 @@ def _log_softmax_ends(
         & (abs(v) <= reach)
         & (abs(w) <= reach)
     )
-    return lower, upper, usual
+    return lower, upper, usual, own_lo + (total_hi - e_hi), own_hi + max(total_lo - e_lo, 0.0)
 
 
 @jit(cache=True, forceinline=True)
@@ -307,12 +311,19 @@ def _log_softmax_rows_loop(
     c: tuple[float, float, float, float, float],
     fa: tuple[bool, int, float, int, float, bool],
     fast32: bool,
-    out_lo: np.ndarray,
-    out_hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
+    out: tuple[np.ndarray, np.ndarray],
+    general: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> int:  # pragma: no cover - compiled
+    """Each row's usual elements written to ``out`` in one branch-free pass, which also writes
+    every element's logarithms' arguments (:func:`_log_softmax_ends`) and whether it is not
+    usual into ``general`` = (arguments at the lower ends, at the upper ends, the flags, each
+    row's (shift gap, constant term, log_s)); returns how many elements are not usual."""
     u, log_f, per_log_s, tiny, reach = c
+    out_lo, out_hi = out
+    args_lo, args_hi, missed_at, row_terms = general
     rows, n = lo.shape
     e_lo, e_hi = np.empty(n), np.empty(n)
+    missed = 0
     for row in range(rows):
         top = top_of[row]
         lowest_max = -math.inf
@@ -332,6 +343,7 @@ def _log_softmax_rows_loop(
         if undefined or may_be_nan or every_lower_neginf:
             for j in range(n):
                 out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
+                missed_at[row, j] = 0
             continue
         # the row's maximum m lies between its largest lower end and top
         shift_gap = top - lowest_max if math.isfinite(lowest_max) else 0.0
@@ -345,38 +357,56 @@ def _log_softmax_rows_loop(
         inverse_lo = 1.0 / total_lo if total_lo > 0 else math.nan
         log_s = max(abs(log_hi), abs(log_lo))
         common = log_f + per_log_s * log_s + tiny
-        sums = (total_lo, 1.0 / total_hi, inverse_lo, log_hi, series_lo)
-        # the usual elements in one branch-free pass that vectorises, then the others by
-        # the logarithm of each end's own sum; on the row's views, indices unsigned: numba
-        # then skips its negative-index wraparound
+        row_terms[row, 0], row_terms[row, 1], row_terms[row, 2] = shift_gap, common, log_s
+        sums = (total_lo, 1.0 / total_hi, inverse_lo, log_hi, series_lo, total_hi)
+        # on the row's views, indices unsigned: numba then skips its negative-index wraparound
         x_lo, x_hi, own_lo, own_hi = lo[row], hi[row], raw_lo[row], raw_hi[row]
         row_lo, row_hi = out_lo[row], out_hi[row]
-        missed = 0
+        row_args_lo, row_args_hi, row_missed = args_lo[row], args_hi[row], missed_at[row]
         for k in range(n):
             i = np.uint64(k)
             own = (own_lo[i], own_hi[i], e_lo[i], e_hi[i])
-            lower, upper, usual = _log_softmax_ends(
+            lower, upper, usual, arg_lo, arg_hi = _log_softmax_ends(
                 x_lo[i], x_hi[i], top, own, sums, (u, shift_gap, common, reach)
             )
             below, above, ordinary = steps_out(lower, upper)
             row_lo[i], row_hi[i] = outward(below, above, fa, fast32)
-            missed += not (usual & ordinary)
-        if not missed:
+            row_args_lo[i], row_args_hi[i] = arg_lo, arg_hi
+            miss = not (usual & ordinary)
+            row_missed[i] = miss
+            missed += miss
+    return missed
+
+
+@jit(cache=True, forceinline=True)
+def _log_softmax_general_loop(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    top_of: np.ndarray,
+    u: float,
+    general: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    out: tuple[np.ndarray, np.ndarray],
+) -> None:  # pragma: no cover - compiled
+    """The ends of the elements ``general`` flags as not usual (as
+    :func:`_log_softmax_rows_loop` leaves it, its arguments replaced by their logarithms), in
+    one pass over every element of the rows that have such elements, keeping the others'."""
+    logs_lo, logs_hi, missed_at, row_terms = general
+    out_lo, out_hi = out
+    rows, n = lo.shape
+    for row in range(rows):
+        row_missed = missed_at[row]
+        if not row_missed.any():
             continue
+        top = top_of[row]
+        shift_gap, common, log_s = row_terms[row, 0], row_terms[row, 1], row_terms[row, 2]
+        x_lo, x_hi, row_logs_lo, row_logs_hi = lo[row], hi[row], logs_lo[row], logs_hi[row]
+        row_lo, row_hi = out_lo[row], out_hi[row]
         for k in range(n):
             i = np.uint64(k)
-            own = (own_lo[i], own_hi[i], e_lo[i], e_hi[i])
-            lower, upper, usual = _log_softmax_ends(
-                x_lo[i], x_hi[i], top, own, sums, (u, shift_gap, common, reach)
-            )
-            if usual & steps_out(lower, upper)[2]:
-                continue  # written by the first pass
-            # x_i - log(exp(x_i) + rest) increases in x_i and decreases in the rest: the lower
-            # end takes x_i's own exponential at lo from above, the upper end at hi from below
             d_lo, d_hi = x_lo[i] - top, x_hi[i] - top
-            big_lo, big_hi = _widened(own[0], d_lo, True), _widened(own[1], d_hi, False)
-            low = d_lo - math.log(big_lo + (total_hi - e_hi[i]))
-            high = d_hi - math.log(big_hi + max(total_lo - e_lo[i], 0.0))
+            low, high = d_lo - row_logs_lo[i], d_hi - row_logs_hi[i]
             lower = low - (
                 u * (abs(d_lo) + shift_gap) + common + u * abs(low) + _evaluation(low, d_lo, log_s)
             )
@@ -386,18 +416,46 @@ def _log_softmax_rows_loop(
                 + u * abs(high)
                 + _evaluation(high, d_hi, log_s)
             )
-            if lower != lower or upper != upper:
-                row_lo[i], row_hi[i] = -math.inf, math.inf
-                continue
-            row_lo[i], row_hi[i] = outward(next_down(lower), next_up(upper), fa, fast32)
+            if (lower != lower) | (upper != upper):  # the whole line, selected without a jump
+                lower, upper = -math.inf, math.inf
+            general_lo, general_hi = outward(next_down(lower), next_up(upper), fa, fast32)
+            if row_missed[i]:
+                row_lo[i], row_hi[i] = general_lo, general_hi
 
 
 @functools.cache
 def _log_softmax_rows(fast32: bool) -> Callable[..., None]:
-    """The compiled kernel for this switch (compiled on first use, then cached)."""
+    """The row kernel of :func:`log_softmax_bounds` for this switch: the compiled usual pass,
+    then, where some element is not usual, NumPy's logarithms of every element's arguments and
+    the compiled general pass (compiled on first use, then cached)."""
 
     @jit(cache=True, error_model="numpy")
-    def kernel(
+    def usual(
+        lo: np.ndarray,
+        hi: np.ndarray,
+        top: np.ndarray,
+        raw_lo: np.ndarray,
+        raw_hi: np.ndarray,
+        c: tuple[float, float, float, float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        out: tuple[np.ndarray, np.ndarray],
+        general: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    ) -> int:  # pragma: no cover - compiled
+        return _log_softmax_rows_loop(lo, hi, top, raw_lo, raw_hi, c, fa, fast32, out, general)
+
+    @jit(cache=True, error_model="numpy")
+    def general_ends(
+        lo: np.ndarray,
+        hi: np.ndarray,
+        top: np.ndarray,
+        u: float,
+        general: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        fa: tuple[bool, int, float, int, float, bool],
+        out: tuple[np.ndarray, np.ndarray],
+    ) -> None:  # pragma: no cover - compiled
+        _log_softmax_general_loop(lo, hi, top, u, general, fa, fast32, out)
+
+    def run(
         lo: np.ndarray,
         hi: np.ndarray,
         top: np.ndarray,
@@ -407,10 +465,20 @@ def _log_softmax_rows(fast32: bool) -> Callable[..., None]:
         fa: tuple[bool, int, float, int, float, bool],
         out_lo: np.ndarray,
         out_hi: np.ndarray,
-    ) -> None:  # pragma: no cover - compiled
-        _log_softmax_rows_loop(lo, hi, top, raw_lo, raw_hi, c, fa, fast32, out_lo, out_hi)
+    ) -> None:
+        general = (
+            np.empty(lo.shape),
+            np.empty(lo.shape),
+            np.empty(lo.shape, dtype=np.bool_),
+            np.empty((lo.shape[0], 3)),
+        )
+        if usual(lo, hi, top, raw_lo, raw_hi, c, fa, (out_lo, out_hi), general):
+            with np.errstate(all="ignore"):  # a zero argument: an infinite end, as it should
+                np.log(general[0], out=general[0])
+                np.log(general[1], out=general[1])
+            general_ends(lo, hi, top, c[0], general, fa, (out_lo, out_hi))
 
-    return kernel
+    return run
 
 
 def log_softmax_bounds(
@@ -436,7 +504,8 @@ def log_softmax_bounds(
     stepped outward and rounded onto ``fmt``; the whole line in rows that may be NaN (an end
     NaN or +inf, or every lower end -inf) and where an end came out NaN. Each logarithm is that
     of a row's sum and a series (:func:`_log_softmax_ends`) in one branch-free pass over the
-    row where the series reaches, libm's of the end's own sum elsewhere."""
+    row where the series reaches; elsewhere NumPy's of the end's own sum, in one call over all
+    elements (:func:`_evaluation` allows its 8 ULPs as it allows libm's)."""
     return _by_rows(
         _log_softmax_rows(fmt.name == "float32"),
         lo,
