@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 #: lowest first; each entry names top-level modules or subpackages of the package ("" is the
 #: package root, ``pytest_fpcheck/__init__.py``)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "formats"),
+    ("errors", "formats", "allocator"),
     ("adapters",),
     ("interval",),
     ("tracking",),
