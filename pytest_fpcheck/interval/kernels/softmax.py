@@ -416,9 +416,9 @@ def _log_softmax_general_loop(
                 + u * abs(high)
                 + _evaluation(high, d_hi, log_s)
             )
-            if (lower != lower) | (upper != upper):  # the whole line, selected without a jump
-                lower, upper = -math.inf, math.inf
             general_lo, general_hi = outward(next_down(lower), next_up(upper), fa, fast32)
+            if (lower != lower) | (upper != upper):  # the whole line, selected without a jump
+                general_lo, general_hi = -math.inf, math.inf
             if row_missed[i]:
                 row_lo[i], row_hi[i] = general_lo, general_hi
 
@@ -654,11 +654,16 @@ def log_softmax_backward_bounds(
         # 2**50 times exp(-701): any exponential below that gives the same widened, stepped
         # ends, and NumPy's exp of an argument below -708 (a subnormal result) is ten times
         # slower than of others
-        floor = _EXP_FLOOR if allowance[1] >= 2.0**-900 else -math.inf
+        floored = allowance[1] >= 2.0**-900
+
+        def exponential(end: Array) -> np.ndarray:
+            values = rows(end, shape)
+            result: np.ndarray = np.exp(np.maximum(values, _EXP_FLOOR) if floored else values)
+            return result
+
         with np.errstate(all="ignore"):
-            e_lo = np.exp(np.maximum(rows(y[0], shape), floor))
-            e_hi = e_lo if y[1] is y[0] else np.exp(np.maximum(rows(y[1], shape), floor))
-            exponentials = (e_lo, e_hi)
+            e_lo = exponential(y[0])
+            exponentials = (e_lo, e_lo if y[1] is y[0] else exponential(y[1]))
         _log_softmax_backward_rows(
             compute.name == "float32", fmt is not compute, fmt.name == "float32"
         )(
