@@ -15,9 +15,12 @@ Llama, BERT), where the arithmetic dominates as in users' models.
 Besides the times: how many operations the tracker saw, its cost per operation ((tracked -
 plain) / operations), and, from one more instrumented tracked run, the CPU time spent bounding
 operations through their decompositions (``tracking/torch/decompose.py``: the decomposition
-run under the tracker and the check of the kernel's value), by operation, and whether the
+run under the tracker and the check of the kernel's value), by operation, whether the
 loss's enclosure is finite (where it is the whole line, every bound after it is too, and the
-backward pass runs the tracker's NaN propagation, :mod:`pytest_fpcheck.tracking.torch.nan`). Times are thread CPU
+backward pass runs the tracker's NaN propagation, :mod:`pytest_fpcheck.tracking.torch.nan`),
+and the share of the parameters' gradient elements whose enclosures are finite (a step
+whose bounds are the whole line skips the rules' arithmetic: its time is not the
+budget's subject). Times are thread CPU
 time by default (``--clock wall`` for wall time): the development machine is shared, and CPU
 time is what a loaded machine changes least; BLAS runs on this thread (one thread).
 
@@ -252,6 +255,7 @@ def measure(
             step()
 
     finite: list[bool] = []
+    gradients: list[float] = []
 
     def tracked_and_checked() -> None:
         with fp.track(mode=mode):
@@ -260,6 +264,17 @@ def measure(
             bounds = fp.bounds_of(loss)
             finite.append(bool(np.isfinite(bounds.lo).all() and np.isfinite(bounds.hi).all()))
             loss.backward()
+            bounded = total = 0
+            for parameter in model.parameters():
+                if parameter.grad is None:
+                    continue
+                ends = fp.bounds_of(parameter.grad)
+                total += parameter.grad.numel()
+                if ends is not None:  # an untracked gradient is exact
+                    bounded += int((np.isfinite(ends.lo) & np.isfinite(ends.hi)).sum())
+                else:
+                    bounded += parameter.grad.numel()
+            gradients.append(bounded / max(total, 1))
 
     times = medians({"plain": step, "matmuls": two_f64_matmuls, "tracked": tracked}, repeats, clock)
     floor = times["plain"] + times["matmuls"]
@@ -274,6 +289,7 @@ def measure(
         "us_per_operation": (times["tracked"] - times["plain"]) / operations * 1e6,
         "decompositions_share": decomposed / cpu,
         "loss_bounded": finite[0],
+        "gradients_bounded": gradients[0],
         "decompositions_s": {op: t for op, t in by_operation.most_common()},
     }
 
@@ -317,7 +333,7 @@ def main() -> None:
     )
     print(
         f"{'model':<9} {'plain':>9} {'floor':>9} {'tracked':>10} {'tr/plain':>9} {'tr/floor':>9}"
-        f" {'ops':>6} {'us/op':>6} {'decomp':>7} {'loss bounded':>13}"
+        f" {'ops':>6} {'us/op':>6} {'decomp':>7} {'loss bounded':>13} {'grads bounded':>14}"
     )
     results = {}
     for name in names:
@@ -339,7 +355,8 @@ def main() -> None:
             f"{name:<9} {r['plain_s'] * 1e3:7.1f}ms {r['floor_s'] * 1e3:7.1f}ms "
             f"{r['tracked_s'] * 1e3:8.1f}ms {r['tracked_over_plain']:8.1f}x "
             f"{r['tracked_over_floor']:8.2f}x {r['operations']:6d} {r['us_per_operation']:6.0f}"
-            f" {r['decompositions_share']:6.0%} {'yes' if r['loss_bounded'] else 'no (±inf)':>13}",
+            f" {r['decompositions_share']:6.0%} {'yes' if r['loss_bounded'] else 'no (±inf)':>13}"
+            f" {r['gradients_bounded']:13.1%}",
             flush=True,
         )
         top = list(r["decompositions_s"].items())[:4]

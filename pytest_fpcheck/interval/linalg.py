@@ -103,7 +103,10 @@ def reduce_sum(
     accumulate: Format | None = None,
 ) -> Interval:
     """Sum over ``axes``; ``factor(n)`` is the relative error factor of an n-term sum carried
-    out in ``accumulate`` (whose overflow is checked; None: no finite-range check)."""
+    out in ``accumulate`` (whose overflow is checked; None: no finite-range check). A sum
+    whose terms are all at least 0 is at least 0, computed in any order (rounding is monotone
+    and keeps 0), and one of terms all at most 0 at most 0: the error allowance never takes an
+    end across 0 there (:func:`_keep_signs`)."""
     n = int(np.prod([a.shape[axis] for axis in axes])) if axes else 1
     g = factor(n) + 2 * gamma(n + 1, _U64)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -120,9 +123,27 @@ def reduce_sum(
             lo = np.where(np.isnan(lo_sum), -np.inf, down(lo_sum - spread))
             hi = np.where(np.isnan(hi_sum), np.inf, up(hi_sum + spread))
             result = Interval(lo, hi)
+        result = _keep_signs(a, result, axes, keepdims)
     if accumulate is not None:
         result = _overflow_to_everything(result, may_overflow(magnitude, g, accumulate.max_finite))
     return result.to_format(fmt)
+
+
+def _keep_signs(a: Interval, result: Interval, axes: tuple[int, ...], keepdims: bool) -> Interval:
+    """``result`` (the sum of ``a`` over ``axes``) with its lower ends raised to 0 where every
+    term's lower end is at least 0, its upper ends lowered to 0 where every upper end is at
+    most 0 (a NaN end compares false: left as it is). Each side is checked only where the
+    allowance took that end across 0."""
+    lo, hi = result.lo, result.hi
+    if (lo < 0).any():
+        nonnegative = np.min(a.lo, axis=axes, keepdims=keepdims) >= 0
+        lo = np.where(nonnegative & (lo < 0), 0.0, lo)
+    if (hi > 0).any():
+        nonpositive = np.max(a.hi, axis=axes, keepdims=keepdims) <= 0
+        hi = np.where(nonpositive & (hi > 0), 0.0, hi)
+    if lo is result.lo and hi is result.hi:
+        return result
+    return Interval(lo, hi)
 
 
 def _addend_terms(addend: Interval, g: float, shape: tuple[int, ...]) -> tuple[Array, Array]:

@@ -292,6 +292,45 @@ def test_log_softmax_kernel_encloses_the_exact_range_over_intervals(name: str, u
     assert (excess[finite] <= allowed[finite]).all(), np.max(excess[finite] - allowed[finite])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_log_softmax_upper_ends_stay_bounded_where_exponentials_underflow(
+    dtype: torch.dtype,
+) -> None:
+    """Rows of enclosures thousands wide (a model's logits after worst-case propagation): an
+    element's own exponential at its upper end and the others' at their lower ends all
+    underflow, so the formula's upper end is x - log(0). Log-softmax never exceeds 0, nor does
+    the kernel's (x - m) - log(S) beyond its rounding: the upper ends are at most a few units
+    of the kernel's log allowance, and still hold the exact range (mpmath) and what PyTorch
+    computes at points drawn from the enclosures, their ends included."""
+    rng = np.random.default_rng(21)
+    centre = torch.from_numpy(rng.standard_normal((6, 48))).to(dtype)
+    lo = centre.double() - torch.from_numpy(rng.uniform(0, 1, (6, 48))) * torch.tensor(
+        [[30.0], [1e3], [1e4], [3e4], [1e5], [2e5]], dtype=torch.float64
+    )
+    hi = centre.double() + torch.from_numpy(rng.uniform(0, 1, (6, 48))) * torch.tensor(
+        [[30.0], [1e3], [1e4], [3e4], [1e5], [2e5]], dtype=torch.float64
+    )
+    lo, hi = lo.to(dtype).double(), hi.to(dtype).double()  # ends the tensor's format holds
+    with fp.track(assume={centre: fp.hull(lo, hi)}):
+        y = torch.log_softmax(centre, -1)
+    bounds = fp.bounds_of(y)
+    assert bounds is not None
+    assert np.isfinite(bounds.hi).all()
+    # against +inf for most elements of the wide rows before; bfloat16's kernel may keep its
+    # sum in bfloat16, whose allowance over 48 terms is about a third
+    assert bounds.hi.max() <= (0.5 if dtype == torch.bfloat16 else 1e-3)
+    least, most = _exact_log_softmax_range(lo.numpy(), hi.numpy())
+    assert (bounds.lo <= least).all()
+    assert (most <= bounds.hi).all()
+    # PyTorch's own log-softmax at points of the enclosures: each element at its upper end with
+    # the others at their lower ends (the exact range's top), and random points
+    points = [torch.where(torch.eye(48, dtype=torch.bool)[j], hi, lo) for j in range(0, 48, 7)]
+    points += [lo + (hi - lo) * torch.from_numpy(rng.uniform(0, 1, (6, 48))) for _ in range(8)]
+    for point in points:
+        computed = torch.log_softmax(point.to(dtype), -1).double().numpy()
+        assert ((bounds.lo <= computed) & (computed <= bounds.hi)).all()
+
+
 def test_log1p_series_encloses_log1p_within_its_reach() -> None:
     """The series the log-softmax kernel takes for log(S (1 + v)): log1p(v) lies in
     [P - R, P + R] (mpmath at 50 digits) up to the kernel's evaluation constant 2**-50, for v

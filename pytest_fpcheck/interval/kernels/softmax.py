@@ -251,13 +251,27 @@ def _log1p_series(v: float) -> tuple[float, float]:  # pragma: no cover - compil
 
 
 @jit(cache=True, forceinline=True)
+def _upper_cap(u: float, log_f: float, per_log_s: float, tiny: float) -> float:
+    """What no computed log-softmax exceeds, whatever its operands: the kernel computes
+    (x - m) - log(S) with x - m <= 0 (m the row's maximum: its rounding keeps the sign) and S
+    at least 1 (the maximum's own term), so the computed sum is at least 1 - (its relative
+    error), whose |log| is at most ``log_f``; log errs by at most ``per_log_s`` of that and
+    ``tiny``, so the computed logarithm is at least -(log_f (1 + per_log_s) + tiny), and the
+    final subtraction, rounded to nearest, at most that bound times (1 + u). 8u more covers
+    this float64 evaluation. Without it an element whose own exponential and the others' lower
+    ones all underflow (rows of enclosures thousands wide) had the upper end +inf where the
+    exact values are at most 0."""
+    return (log_f * (1.0 + per_log_s) + tiny) * (1.0 + 8.0 * u)
+
+
+@jit(cache=True, forceinline=True)
 def _log_softmax_ends(
     x_lo: float,
     x_hi: float,
     top: float,
     own: tuple[float, float, float, float],
     sums: tuple[float, float, float, float, float, float],
-    c: tuple[float, float, float, float],
+    c: tuple[float, float, float, float, float],
 ) -> tuple[float, float, bool, float, float]:  # pragma: no cover - compiled
     """One element's log-softmax ends before the outward rounding (:func:`log_softmax_bounds`
     states them), without a branch, through the row's sums' logarithms and
@@ -269,7 +283,7 @@ def _log_softmax_ends(
     x's own exponential at lo from above, the upper end at hi from below). With ``own`` = (exp
     at lo and hi before the widening, the widened e_lo and e_hi), ``sums`` = (S_lo, 1 / S_hi,
     1 / S_lo, log S_hi, log S_lo, S_hi), ``c`` = (u, the row's shift gap, its constant term,
-    the reach): the lower end's sum
+    the reach, the cap on upper ends, :func:`_upper_cap`): the lower end's sum
     own_lo + S_hi - e_hi is S_hi (1 + v) with v = (own_lo - e_hi) / S_hi, whose log is at most
     log S_hi + P + R; the upper end's own_hi + S_lo - e_lo is S_lo (1 + w),
     w = (own_hi - e_lo) / S_lo, whose log is at least log S_lo + P - R. v and w are computed
@@ -277,7 +291,7 @@ def _log_softmax_ends(
     :func:`_evaluation`'s constant."""
     raw_lo, raw_hi, e_lo, e_hi = own
     total_lo, inverse_hi, inverse_lo, log_hi, log_lo, total_hi = sums
-    u, shift_gap, common, reach = c
+    u, shift_gap, common, reach, cap = c
     d_lo, d_hi = x_lo - top, x_hi - top
     own_lo, own_hi = _widened(raw_lo, d_lo, True), _widened(raw_hi, d_hi, False)
     v, w = (own_lo - e_hi) * inverse_hi, (own_hi - e_lo) * inverse_lo
@@ -290,6 +304,7 @@ def _log_softmax_ends(
     upper = high + (u * (abs(d_hi) + shift_gap) + common + u * abs(high))
     lower -= _evaluation(low, d_lo, log_s)
     upper += _evaluation(high, d_hi, log_s)
+    upper = cap if upper > cap else upper
     usual = (
         (abs(d_lo) < math.inf)
         & (abs(d_hi) < math.inf)
@@ -319,6 +334,7 @@ def _log_softmax_rows_loop(
     usual into ``general`` = (arguments at the lower ends, at the upper ends, the flags, each
     row's (shift gap, constant term, log_s)); returns how many elements are not usual."""
     u, log_f, per_log_s, tiny, reach = c
+    cap = _upper_cap(u, log_f, per_log_s, tiny)
     out_lo, out_hi = out
     args_lo, args_hi, missed_at, row_terms = general
     rows, n = lo.shape
@@ -367,7 +383,7 @@ def _log_softmax_rows_loop(
             i = np.uint64(k)
             own = (own_lo[i], own_hi[i], e_lo[i], e_hi[i])
             lower, upper, usual, arg_lo, arg_hi = _log_softmax_ends(
-                x_lo[i], x_hi[i], top, own, sums, (u, shift_gap, common, reach)
+                x_lo[i], x_hi[i], top, own, sums, (u, shift_gap, common, reach, cap)
             )
             below, above, ordinary = steps_out(lower, upper)
             row_lo[i], row_hi[i] = outward(below, above, fa, fast32)
@@ -384,6 +400,7 @@ def _log_softmax_general_loop(
     hi: np.ndarray,
     top_of: np.ndarray,
     u: float,
+    cap: float,
     general: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     fa: tuple[bool, int, float, int, float, bool],
     fast32: bool,
@@ -391,7 +408,8 @@ def _log_softmax_general_loop(
 ) -> None:  # pragma: no cover - compiled
     """The ends of the elements ``general`` flags as not usual (as
     :func:`_log_softmax_rows_loop` leaves it, its arguments replaced by their logarithms), in
-    one pass over every element of the rows that have such elements, keeping the others'."""
+    one pass over every element of the rows that have such elements, keeping the others';
+    upper ends at most ``cap`` (:func:`_upper_cap`), NaN kept."""
     logs_lo, logs_hi, missed_at, row_terms = general
     out_lo, out_hi = out
     rows, n = lo.shape
@@ -416,6 +434,7 @@ def _log_softmax_general_loop(
                 + u * abs(high)
                 + _evaluation(high, d_hi, log_s)
             )
+            upper = cap if upper > cap else upper  # NaN stays NaN: the whole line below
             general_lo, general_hi = outward(next_down(lower), next_up(upper), fa, fast32)
             if (lower != lower) | (upper != upper):  # the whole line, selected without a jump
                 general_lo, general_hi = -math.inf, math.inf
@@ -449,11 +468,12 @@ def _log_softmax_rows(fast32: bool) -> Callable[..., None]:
         hi: np.ndarray,
         top: np.ndarray,
         u: float,
+        cap: float,
         general: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
         fa: tuple[bool, int, float, int, float, bool],
         out: tuple[np.ndarray, np.ndarray],
     ) -> None:  # pragma: no cover - compiled
-        _log_softmax_general_loop(lo, hi, top, u, general, fa, fast32, out)
+        _log_softmax_general_loop(lo, hi, top, u, cap, general, fa, fast32, out)
 
     def run(
         lo: np.ndarray,
@@ -476,7 +496,7 @@ def _log_softmax_rows(fast32: bool) -> Callable[..., None]:
             with np.errstate(all="ignore"):  # a zero argument: an infinite end, as it should
                 np.log(general[0], out=general[0])
                 np.log(general[1], out=general[1])
-            general_ends(lo, hi, top, c[0], general, fa, (out_lo, out_hi))
+            general_ends(lo, hi, top, c[0], _upper_cap(*c[:4]), general, fa, (out_lo, out_hi))
 
     return run
 
