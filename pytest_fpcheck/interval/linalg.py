@@ -201,6 +201,45 @@ def _float32_midpoint(
     return split[0], split[1], other, _round_up((2 * k + 4) * _F32_FORMAT.smallest_normal)
 
 
+#: an operand's float32 midpoint and its one or two radius operands (:func:`split_float32`)
+_Split = tuple[np.ndarray, np.ndarray, np.ndarray | None]
+
+
+def _float32_midpoints(
+    a: Interval, b: Interval, g: float, k: int
+) -> tuple[_Split, _Split, float] | None:
+    """((a's float32 midpoint, |mA|, rA), (b's float32 midpoint, its two radius operands),
+    underflow allowance) of a product of two interval operands whose midpoint product may run
+    in float32 BLAS, at half a float64 product's cost; None where it would loosen the bound.
+
+    With mA and mB rounded to the nearest float32 a and b (each within 2**-24 of its value
+    relatively, both at least 2**-100 in magnitude where not 0: float32's normal range), the
+    k-term float32 product a b errs from mA mB by at most e |mA| |mB| plus (2k + 4) 2**-126 for
+    underflow, even flushed: its own rounding gamma^{32}_k |a| |b| <= gamma^{32}_k (1 + 2**-24)^2
+    |mA| |mB| (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., section 3.1,
+    any order, with or without fused multiply-adds), and the operands' roundings
+    |a b - mA mB| <= (2 2**-24 + 2**-48) |mA| |mB| termwise. e joins the coefficient g of |mB|
+    in the radius operand that |mA| multiplies, the absolute term the allowance. Taken only
+    where the operands' radii, summed against their midpoints' magnitudes
+    (:func:`.kernels.radius_share`, estimated on a sample) and added, are at least
+    :data:`_DOMINANCE` times e (the float32 midpoint's error then at most 1/32 of the radius);
+    else the float64 product keeps the bound tight. A midpoint beyond float32's range becomes
+    infinite and its outputs the whole line (sound)."""
+    u = _U32
+    e = _round_up(_round_up(gamma(k, u) * (1 + u) ** 2) + 2 * u + u * u)
+    share = radius_share(a.lo, a.hi) + radius_share(b.lo, b.hi)
+    if not share * (1 + g) >= _DOMINANCE * e:
+        return None
+    first = split_float32(a.lo, a.hi, (0.0, 1.0), (1.0, 0.0))
+    if first is None:
+        return None
+    one_g = 1 + g
+    second = split_float32(b.lo, b.hi, (one_g, _round_up(g + e)), (one_g, one_g))
+    if second is None:
+        return None
+    return first, second, _round_up((2 * k + 4) * _F32_FORMAT.smallest_normal)
+
+
 def matmul(
     a: Interval,
     b: Interval,
@@ -225,7 +264,8 @@ def matmul(
     (non-negative operands) run in float32 on operands rounded upward, and their result is
     scaled by 1 / (1 - gamma^{32}_{k+2}) plus an underflow allowance: an upper bound of the
     float64 radius at half a float64 product's cost. The midpoint product is float64 but
-    where ``values`` allows float32. ``magnitudes`` may give, for a point operand, a float32 array at least as large as its
+    where ``values`` allows float32, or where both operands are intervals whose radii dominate
+    (:func:`_float32_midpoints`). ``magnitudes`` may give, for a point operand, a float32 array at least as large as its
     absolute value and at least float32's smallest normal (e.g. computed by the backend from a
     float32 or bfloat16 tensor): it then stands for that operand in the radius product.
     ``values`` may give, for a point operand, its values as a float32 array (exactly, with no
@@ -286,8 +326,13 @@ def matmul(
             abs_a = point_magnitude(a, magnitudes[0])[1]
             rad = product(abs_a, w_b)
         else:
-            m_a, abs_a, r_a = split_operand(a.lo, a.hi, False, (0.0, 1.0), (1.0, 0.0), narrow)
-            m_b, w_b, v_b = split_operand(b.lo, b.hi, False, (one_g, g), (one_g, one_g), narrow)
+            both = _float32_midpoints(a, b, g, k) if narrow else None
+            if both is not None:
+                (m_a, abs_a, r_a), (m_b, w_b, v_b), extra = both
+                eta = _round_up(eta + extra)
+            else:
+                m_a, abs_a, r_a = split_operand(a.lo, a.hi, False, (0.0, 1.0), (1.0, 0.0), narrow)
+                m_b, w_b, v_b = split_operand(b.lo, b.hi, False, (one_g, g), (one_g, one_g), narrow)
             assert r_a is not None
             assert v_b is not None
             rad = product(abs_a, w_b)

@@ -187,7 +187,7 @@ def test_split_float32_takes_non_finite_ends_as_mid_rad_does() -> None:
     hi = np.array([2.0, np.inf, np.nan, -1.0, 0.5, 3.0 + 2.0**-20])
     split = split_float32(lo, hi, (1.5, 0.25))
     assert split is not None
-    mid, x = split
+    mid, x, _ = split
     assert mid[:3].tolist() == [0.0, 0.0, 0.0]
     assert np.isinf(x[:3]).all()
     m64, x64, _ = split_operand(lo[3:], hi[3:], False, (1.5, 0.25), None, True)
@@ -332,3 +332,173 @@ def test_a_point_operand_with_a_float32_subnormal_keeps_the_float64_product() ->
     assert bounds.contains(y.double().numpy()).all()
     low, high = exact_range(inputs.lo, inputs.hi, w.double().numpy())
     assert_encloses(Interval(bounds.lo, bounds.hi), low, high)
+
+
+# products of two interval operands (a backward pass's weight gradient: activations times the
+# output's gradient), both midpoints rounded to float32 (linalg._float32_midpoints)
+
+
+def exact_range_of_intervals(
+    a_lo: np.ndarray, a_hi: np.ndarray, b_lo: np.ndarray, b_hi: np.ndarray
+) -> tuple[list, list]:
+    """[min, max] over A in [a_lo, a_hi], B in [b_lo, b_hi] of (A B)_ij, exactly: each term's
+    extremes are among the four products of its factors' ends."""
+    rows, depth = a_lo.shape
+    low: list[list[Fraction]] = []
+    high: list[list[Fraction]] = []
+    for i in range(rows):
+        low.append([])
+        high.append([])
+        for j in range(b_lo.shape[1]):
+            small = big = Fraction(0)
+            for k in range(depth):
+                xs = (Fraction(float(a_lo[i, k])), Fraction(float(a_hi[i, k])))
+                ys = (Fraction(float(b_lo[k, j])), Fraction(float(b_hi[k, j])))
+                ends = [x * y for x in xs for y in ys]
+                small += min(ends)
+                big += max(ends)
+            low[-1].append(small)
+            high[-1].append(big)
+    return low, high
+
+
+def interval_product(a: Interval, b: Interval, *, float32: bool = True) -> Interval:
+    """A B as :func:`linalg.matmul` bounds it with no accumulation error; ``float32=False``
+    forces the float64 midpoint product."""
+    original = linalg._float32_midpoints
+    if not float32:
+        linalg._float32_midpoints = lambda *args: None  # type: ignore[assignment]
+    try:
+        return linalg.matmul(a, b, F64, factor=0.0, accumulate=F32, k=a.shape[1])
+    finally:
+        linalg._float32_midpoints = original
+
+
+def takes_float32_both(a: Interval, b: Interval) -> bool:
+    return linalg._float32_midpoints(a, b, 0.0, a.shape[1]) is not None
+
+
+def _boxes(
+    rng: np.random.Generator, rows: int, depth: int, cols: int, relative: float
+) -> tuple[Interval, Interval]:
+    m_a = rng.standard_normal((rows, depth)) * 2.0 ** rng.integers(-6, 6, (rows, 1))
+    m_b = rng.standard_normal((depth, cols)) * 2.0 ** rng.integers(-6, 6, (1, cols))
+    # row 0 of A nearly cancels column 0 of B
+    m_b[:, 0] = 1.0
+    m_a[0] = np.where(np.arange(depth) % 2 == 0, 1.0, -1.0) * (1 + rng.random(depth) * 2**-20)
+    r_a = np.abs(m_a) * relative * rng.random((rows, depth))
+    r_b = np.abs(m_b) * relative * rng.random((depth, cols))
+    return Interval(m_a - r_a, m_a + r_a), Interval(m_b - r_b, m_b + r_b)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_float32_midpoints_of_two_intervals_enclose_the_exact_product(seed: int) -> None:
+    """Radii from a bfloat16 rounding's size down to where the path is barely taken, with
+    cancellation: the enclosure holds the exact range of the interval product, though only
+    the float32 midpoints' allowance covers their rounding (the accumulation factor is 0)."""
+    rng = np.random.default_rng(seed)
+    depth = int(rng.integers(8, 64))
+    relative = [2.0**-9, 2.0**-12, depth * 2.0**-13, depth * 2.0**-14][seed % 4]
+    a, b = _boxes(rng, 3, depth, 4, relative)
+    assert takes_float32_both(a, b)
+    enclosure = interval_product(a, b)
+    assert_encloses(enclosure, *exact_range_of_intervals(a.lo, a.hi, b.lo, b.hi))
+
+
+def test_float32_midpoints_cover_one_term_products_and_underflow() -> None:
+    """One term per output (both roundings to float32 and the product's, up to about three
+    units of 2**-24 together), then products that underflow float32."""
+    rng = np.random.default_rng(23)
+    m_a, m_b = rng.standard_normal((200, 1)), rng.standard_normal((1, 7))
+    a = Interval(m_a - np.abs(m_a) * 2.0**-18, m_a + np.abs(m_a) * 2.0**-18)
+    b = Interval(m_b - np.abs(m_b) * 2.0**-18, m_b + np.abs(m_b) * 2.0**-18)
+    assert takes_float32_both(a, b)
+    assert_encloses(interval_product(a, b), *exact_range_of_intervals(a.lo, a.hi, b.lo, b.hi))
+    small_a = rng.standard_normal((3, 30)) * 2.0**-90
+    small_b = rng.standard_normal((30, 2)) * 2.0**-50
+    a = Interval(small_a - np.abs(small_a) * 2.0**-8, small_a + np.abs(small_a) * 2.0**-8)
+    b = Interval(small_b - np.abs(small_b) * 2.0**-8, small_b + np.abs(small_b) * 2.0**-8)
+    assert takes_float32_both(a, b)
+    assert_encloses(interval_product(a, b), *exact_range_of_intervals(a.lo, a.hi, b.lo, b.hi))
+
+
+def test_float32_midpoints_beyond_float32s_range_and_non_finite_ends() -> None:
+    """A midpoint beyond float32's range, an infinite end and a NaN end: those outputs are the
+    whole line, the others hold the exact range."""
+    rng = np.random.default_rng(29)
+    m_a, m_b = rng.standard_normal((4, 16)), rng.standard_normal((16, 3))
+    lo_a, hi_a = m_a - np.abs(m_a) * 2.0**-8, m_a + np.abs(m_a) * 2.0**-8
+    lo_a[1], hi_a[1] = 1e39, 1.0001e39
+    lo_a[2, 3] = -np.inf
+    lo_a[3, 0] = hi_a[3, 0] = np.nan
+    a = Interval(lo_a, hi_a)
+    b = Interval(m_b - np.abs(m_b) * 2.0**-8, m_b + np.abs(m_b) * 2.0**-8)
+    assert takes_float32_both(a, b)
+    enclosure = interval_product(a, b)
+    assert np.isinf(enclosure.lo[1:]).all()
+    assert np.isinf(enclosure.hi[1:]).all()
+    first = Interval(enclosure.lo[:1], enclosure.hi[:1])
+    assert_encloses(first, *exact_range_of_intervals(lo_a[:1], hi_a[:1], b.lo, b.hi))
+
+
+def test_float32_midpoints_are_refused_for_tiny_midpoints_and_round_off_radii() -> None:
+    rng = np.random.default_rng(31)
+    m_a, m_b = rng.standard_normal((3, 32)), rng.standard_normal((32, 2))
+    wide_b = Interval(m_b - np.abs(m_b) * 2.0**-8, m_b + np.abs(m_b) * 2.0**-8)
+    tiny = m_a * 2.0**-110
+    a = Interval(tiny - np.abs(tiny), tiny + np.abs(tiny))
+    assert not takes_float32_both(a, wide_b)  # a's rounding to float32 would not be relative
+    assert_encloses(
+        interval_product(a, wide_b), *exact_range_of_intervals(a.lo, a.hi, wide_b.lo, wide_b.hi)
+    )
+    narrow_a = Interval(m_a - np.abs(m_a) * 2.0**-30, m_a + np.abs(m_a) * 2.0**-30)
+    narrow_b = Interval(m_b - np.abs(m_b) * 2.0**-30, m_b + np.abs(m_b) * 2.0**-30)
+    assert not takes_float32_both(narrow_a, narrow_b)  # swamped by the float32 error
+
+
+def test_float32_midpoints_loosen_the_bound_by_at_most_their_share() -> None:
+    rng = np.random.default_rng(37)
+    m_a, m_b = rng.standard_normal((16, 512)), rng.standard_normal((512, 16))
+    a = Interval(m_a - np.abs(m_a) * 2.0**-9, m_a + np.abs(m_a) * 2.0**-9)
+    b = Interval(m_b - np.abs(m_b) * 2.0**-12, m_b + np.abs(m_b) * 2.0**-12)
+    assert takes_float32_both(a, b)
+    fast, slow = interval_product(a, b), interval_product(a, b, float32=False)
+    grown = (fast.hi - fast.lo) / (slow.hi - slow.lo)
+    assert grown.max() <= 1 + 1 / 32, grown.max()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_a_tracked_weight_gradient_holds_the_computed_and_exact_values(dtype: str) -> None:
+    """A linear layer's backward pass on tracked activations and a tracked output gradient
+    (both intervals): the weight's gradient, a product of two interval operands, holds the
+    computed values and the exact range of the product of its operands' enclosures."""
+    torch.manual_seed(41)
+    dt = getattr(torch, dtype)
+    x = torch.randn(48, 24).to(dt)
+    layer = torch.nn.Linear(24, 8).to(dt)
+    target = torch.randn(48, 8).to(dt)
+    seen: dict[str, fp.Bounds] = {}
+    original = linalg._float32_midpoints
+    taken: list[bool] = []
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        result = original(*args)
+        taken.append(result is not None)
+        return result
+
+    linalg._float32_midpoints = spy  # type: ignore[assignment]
+    try:
+        with fp.track():
+            h = (x.bfloat16() * 1.5).to(dt)  # an interval operand
+            out = layer(h)
+            loss = ((out - target) ** 2).sum()
+            loss.backward()
+            seen["h"] = fp.bounds_of(h)
+            seen["grad"] = fp.bounds_of(layer.weight.grad)
+    finally:
+        linalg._float32_midpoints = original
+    assert any(taken)
+    grad = seen["grad"]
+    assert grad is not None
+    assert grad.contains(layer.weight.grad.double().numpy()).all()
+    assert np.isfinite(grad.lo).all()

@@ -150,37 +150,41 @@ def float32_magnitudes(x: np.ndarray) -> tuple[np.ndarray, bool]:
 
 @jit(cache=True, forceinline=True)
 def _split32_one(
-    a: float, b: float, c0: float, c1: float, inflate: float, floor: float
-) -> tuple[float, float, float]:  # pragma: no cover - compiled
-    """(midpoint, radius operand, |midpoint|) of one element, as :func:`_split_loop` computes
-    them (any ends: NaN and infinities included)."""
+    a: float, b: float, c: tuple[float, float, float, float], inflate: float, floor: float
+) -> tuple[float, float, float, float]:  # pragma: no cover - compiled
+    """(midpoint, first radius operand, second, |midpoint|) of one element, as
+    :func:`_split_loop` computes them (any ends: NaN and infinities included)."""
     m = a * 0.5 + b * 0.5
     if not math.isfinite(m):
         m = 0.0
     r = max(b - m, m - a)
     r = math.inf if r != r else bump(r)
     am = abs(m)
-    xv = 0.0
+    xv, yv = 0.0, 0.0
     if r != 0.0:
-        xv = c0 * r
+        xv, yv = c[0] * r, c[2] * r
     if am != 0.0:
-        xv = xv + c1 * am
+        xv, yv = xv + c[1] * am, yv + c[3] * am
     if xv != 0.0:
         xv = max(xv, floor) * inflate
-    return m, xv, am
+    if yv != 0.0:
+        yv = max(yv, floor) * inflate
+    return m, xv, yv, am
 
 
 @jit(cache=True, error_model="numpy")
 def _split32(
     lo: np.ndarray,
     hi: np.ndarray,
-    c: tuple[float, float],
+    c: tuple[float, float, float, float],
+    want_y: bool,
     inflate: float,
     floor: float,
     mid: np.ndarray,
     x: np.ndarray,
+    y: np.ndarray,
 ) -> bool:  # pragma: no cover - compiled
-    c0, c1 = c
+    c0, c1, c2, c3 = c
     tiny = False
     # elements with finite ends in one branch-free pass that vectorises (there the midpoint is
     # finite, r = max(b - m, m - a) >= 0 is no NaN, and c0 r + c1 |m| no NaN: the general
@@ -194,6 +198,9 @@ def _split32(
         am = abs(m)
         xv = c0 * r + c1 * am
         x[i] = _select(xv != 0.0, max(xv, floor) * inflate, 0.0)
+        if want_y:
+            yv = c2 * r + c3 * am
+            y[i] = _select(yv != 0.0, max(yv, floor) * inflate, 0.0)
         mid[i] = m  # rounded to the nearest float32
         tiny |= (am != 0.0) & (am < 2.0**-100)
         missed += not ((abs(a) < math.inf) & (abs(b) < math.inf))
@@ -201,9 +208,11 @@ def _split32(
         for i in range(lo.size):
             a, b = lo[i], hi[i]
             if not (abs(a) < math.inf and abs(b) < math.inf):
-                m, xv, am = _split32_one(a, b, c0, c1, inflate, floor)
+                m, xv, yv, am = _split32_one(a, b, c, inflate, floor)
                 mid[i] = m
                 x[i] = xv
+                if want_y:
+                    y[i] = yv
                 tiny |= (am != 0.0) & (am < 2.0**-100)
     return tiny
 
@@ -229,24 +238,32 @@ def radius_share(a_lo: Array, a_hi: Array) -> float:
 
 
 def split_float32(
-    a_lo: Array, a_hi: Array, x_coefficients: tuple[float, float]
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """(mid, x) of an interval operand of a product whose midpoint product runs in float32:
+    a_lo: Array,
+    a_hi: Array,
+    x_coefficients: tuple[float, float],
+    y_coefficients: tuple[float, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(mid, x, y) of an interval operand of a product whose midpoint product runs in float32:
     ``mid`` the midpoint (as :meth:`Interval.mid_rad` gives it) rounded to the nearest
-    float32, ``x = cx0 rad + cx1 |mid|`` as :func:`split_operand` stores it when ``narrow``
-    (float32, rounded upward, at least float32's smallest normal); None where some midpoint is
-    non-zero and below 2**-100 in magnitude (its float32 rounding would not be relative)."""
+    float32, ``x = cx0 rad + cx1 |mid|`` and ``y = cy0 rad + cy1 |mid|`` (None without
+    coefficients) as :func:`split_operand` stores them when ``narrow`` (float32, rounded
+    upward, at least float32's smallest normal); None where some midpoint is non-zero and below
+    2**-100 in magnitude (its float32 rounding would not be relative)."""
     flats, order, inverse = flat_views(a_lo, a_hi)
     shape = tuple(a_lo.shape[axis] for axis in order)
-    mid = np.empty(flats[0].size, dtype=np.float32)
-    x = np.empty(flats[0].size, dtype=np.float32)
-    if _split32(flats[0], flats[1], x_coefficients, 1.0 + 2.0**-22, 2.0**-126, mid, x):
+    size = flats[0].size
+    mid = np.empty(size, dtype=np.float32)
+    x = np.empty(size, dtype=np.float32)
+    y = np.empty(size if y_coefficients is not None else 0, dtype=np.float32)
+    coefficients = (*x_coefficients, *(y_coefficients or (0.0, 0.0)))
+    want_y = y_coefficients is not None
+    if _split32(flats[0], flats[1], coefficients, want_y, 1.0 + 2.0**-22, 2.0**-126, mid, x, y):
         return None
 
     def back(v: np.ndarray) -> np.ndarray:
         return v.reshape(shape).transpose(inverse)
 
-    return back(mid), back(x)
+    return back(mid), back(x), (back(y) if want_y else None)
 
 
 def split_operand(
