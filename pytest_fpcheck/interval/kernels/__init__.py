@@ -50,7 +50,7 @@ from .base import (
     outward_step,
     summary,
 )
-from .composite import gelu_erf_bounds, silu_backward_bounds
+from .composite import gelu_erf_bounds, silu_backward_bounds, tanh_backward_bounds
 from .elementwise import add_bounds, div_bounds, library_bounds, mul_bounds, power_bounds
 from .linalg import (
     any_subnormal,
@@ -93,4 +93,5 @@ __all__ = [
     "split_float32",
     "split_operand",
     "summary",
+    "tanh_backward_bounds",
 ]

@@ -1,9 +1,11 @@
 """Kernels of the composite element-wise rules: GELU (erf form) as the hull of a unimodal
 function's end values with ATen's evaluation allowance (:func:`gelu_erf_bounds`, the rule
-``aten.gelu`` of :mod:`pytest_fpcheck.tracking.torch.rules.composite`), and SiLU's gradient
+``aten.gelu`` of :mod:`pytest_fpcheck.tracking.torch.rules.composite`), SiLU's gradient
 ``g * SiLU'(x)`` from its derivative's exact range and the kernel's proven error
 (:func:`silu_backward_bounds`, the rule ``aten.silu_backward`` of
-:mod:`pytest_fpcheck.tracking.torch.rules.backward`).
+:mod:`pytest_fpcheck.tracking.torch.rules.backward`), and tanh's gradient ``g (1 - y y)`` as
+its three interval operations in one pass (:func:`tanh_backward_bounds`, the rule
+``aten.tanh_backward``).
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ from .base import (
     outward,
     outward_step,
 )
-from .elementwise import _product64_usual, product_element
+from .elementwise import _product64_usual, product_element, sum_element, usual_ends
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     Array = NDArray[np.float64]
 
-__all__ = ["gelu_erf_bounds", "silu_backward_bounds"]
+__all__ = ["gelu_erf_bounds", "silu_backward_bounds", "tanh_backward_bounds"]
 
 
 @jit(cache=True, forceinline=True)
@@ -390,5 +392,111 @@ def silu_backward_bounds(
             format_args(compute),
             out_lo.reshape(-1),
             out_hi.reshape(-1),
+        )
+    return out_lo, out_hi
+
+
+@jit(cache=True, forceinline=True)
+def _magnitude_ends(lo: float, hi: float) -> tuple[float, float]:  # pragma: no cover - compiled
+    """|x| over [lo, hi] as :func:`..elementwise.absolute` gives it for finite or infinite
+    ends (0 where the interval spans zero); NaN ends are the caller's."""
+    a, b = abs(lo), abs(hi)
+    low = _select((lo < 0) & (hi > 0), 0.0, min(a, b))
+    return low, max(a, b)
+
+
+@jit(cache=True, forceinline=True)
+def _tanh_backward_usual(
+    g_lo: float, g_hi: float, y_lo: float, y_hi: float, fast32: bool
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """g (1 - |y| |y|) by the three operations' usual paths (:func:`..elementwise.usual_ends`:
+    the stepped square, the difference from 1, the stepped product), without a branch, and
+    whether each step was usual (no end NaN: a NaN y is never usual)."""
+    s_lo, s_hi = _magnitude_ends(y_lo, y_hi)
+    q_lo, q_hi, first = usual_ends(s_lo, s_hi, s_lo, s_hi, True, True, fast32)
+    c_lo, c_hi, second = usual_ends(1.0, 1.0, q_lo, q_hi, False, True, fast32)
+    low, high, third = usual_ends(g_lo, g_hi, c_lo, c_hi, True, True, fast32)
+    defined = (y_lo == y_lo) & (y_hi == y_hi)
+    return low, high, first & second & third & defined
+
+
+@jit(cache=True, forceinline=True)
+def _tanh_backward_element(
+    g_lo: float,
+    g_hi: float,
+    y_lo: float,
+    y_hi: float,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """g (1 - |y| |y|) by the three operations' general paths
+    (:func:`..elementwise.product_element`, :func:`..elementwise.sum_element`); a NaN end of y
+    gives the whole line, as the absolute value's NaN does through them."""
+    if (y_lo != y_lo) | (y_hi != y_hi):
+        return -math.inf, math.inf
+    s_lo, s_hi = _magnitude_ends(y_lo, y_hi)
+    q_lo, q_hi = product_element(s_lo, s_hi, s_lo, s_hi, True, fa, fast32)
+    c_lo, c_hi = sum_element(1.0, 1.0, -q_hi, -q_lo, fa, fast32)
+    return product_element(g_lo, g_hi, c_lo, c_hi, True, fa, fast32)
+
+
+@functools.cache
+def _tanh_backward_bounds(fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for this switch (compiled on first use, then cached)."""
+
+    @jit(cache=True, error_model="numpy")
+    def kernel(
+        g_lo: np.ndarray,
+        g_hi: np.ndarray,
+        y_lo: np.ndarray,
+        y_hi: np.ndarray,
+        fa: tuple[bool, int, float, int, float, bool],
+        out_lo: np.ndarray,
+        out_hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        missed = 0
+        for n in range(out_lo.size):
+            i = np.uint64(n)
+            out_lo[i], out_hi[i], usual = _tanh_backward_usual(
+                g_lo[i], g_hi[i], y_lo[i], y_hi[i], fast32
+            )
+            missed += not usual
+        if not missed:
+            return
+        for n in range(out_lo.size):
+            i = np.uint64(n)
+            x = (g_lo[i], g_hi[i], y_lo[i], y_hi[i])
+            if _tanh_backward_usual(x[0], x[1], x[2], x[3], fast32)[2]:
+                continue  # written by the first pass
+            out_lo[i], out_hi[i] = _tanh_backward_element(x[0], x[1], x[2], x[3], fa, fast32)
+
+    return kernel
+
+
+def tanh_backward_bounds(
+    g_lo: Array, g_hi: Array, y_lo: Array, y_hi: Array, compute: Format
+) -> tuple[Array, Array]:
+    """The enclosure of ATen's TanhBackward, ``g (1 - y y)``, onto ``compute`` (float32 or
+    float64): bit for bit the three interval operations the rule ``aten.tanh_backward``
+    states, |y| squared by :func:`..elementwise.mul_bounds` (stepped), 1 minus it by
+    :func:`..elementwise.add_bounds` and its product with g (stepped), each rounded outward
+    onto ``compute``, in one pass instead of their three passes and three pairs of arrays: the
+    usual elements branch-free (:func:`_tanh_backward_usual`), the others by the general paths
+    (:func:`_tanh_backward_element`). Operands broadcast to their common shape."""
+    if compute.name not in ("float32", "float64"):
+        raise ValueError(f"compute={compute.name!r}: tanh_backward_bounds takes float32 or float64")
+    shape = np.broadcast_shapes(np.shape(g_lo), np.shape(y_lo))
+
+    def spread(v: Array) -> np.ndarray:
+        return np.ascontiguousarray(np.broadcast_to(v, shape), dtype=np.float64).reshape(-1)
+
+    gl = spread(g_lo)
+    gh = gl if g_hi is g_lo else spread(g_hi)
+    yl = spread(y_lo)
+    yh = yl if y_hi is y_lo else spread(y_hi)
+    out_lo, out_hi = np.empty(shape), np.empty(shape)
+    if out_lo.size:
+        _tanh_backward_bounds(compute.name == "float32")(
+            gl, gh, yl, yh, format_args(compute), out_lo.reshape(-1), out_hi.reshape(-1)
         )
     return out_lo, out_hi
