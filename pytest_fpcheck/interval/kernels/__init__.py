@@ -50,7 +50,12 @@ from .base import (
     outward_step,
     summary,
 )
-from .composite import gelu_erf_bounds, silu_backward_bounds, tanh_backward_bounds
+from .composite import (
+    gelu_erf_bounds,
+    gelu_erf_derivative_bounds,
+    silu_backward_bounds,
+    tanh_backward_bounds,
+)
 from .elementwise import add_bounds, div_bounds, library_bounds, mul_bounds, power_bounds
 from .linalg import (
     any_subnormal,
@@ -76,6 +81,7 @@ __all__ = [
     "float32_magnitudes",
     "format_args",
     "gelu_erf_bounds",
+    "gelu_erf_derivative_bounds",
     "join_computed",
     "library_bounds",
     "log_softmax_backward_bounds",

@@ -1,6 +1,8 @@
 """Kernels of the composite element-wise rules: GELU (erf form) as the hull of a unimodal
 function's end values with ATen's evaluation allowance (:func:`gelu_erf_bounds`, the rule
-``aten.gelu`` of :mod:`pytest_fpcheck.tracking.torch.rules.composite`), SiLU's gradient
+``aten.gelu`` of :mod:`pytest_fpcheck.tracking.torch.rules.composite`), the enclosure of the
+erf form's derivative that GELU's gradient multiplies (:func:`gelu_erf_derivative_bounds`,
+the rule ``aten.gelu_backward``), SiLU's gradient
 ``g * SiLU'(x)`` from its derivative's exact range and the kernel's proven error
 (:func:`silu_backward_bounds`, the rule ``aten.silu_backward`` of
 :mod:`pytest_fpcheck.tracking.torch.rules.backward`), and tanh's gradient ``g (1 - y y)`` as
@@ -36,7 +38,12 @@ if TYPE_CHECKING:
 
     Array = NDArray[np.float64]
 
-__all__ = ["gelu_erf_bounds", "silu_backward_bounds", "tanh_backward_bounds"]
+__all__ = [
+    "gelu_erf_bounds",
+    "gelu_erf_derivative_bounds",
+    "silu_backward_bounds",
+    "tanh_backward_bounds",
+]
 
 
 @jit(cache=True, forceinline=True)
@@ -498,5 +505,117 @@ def tanh_backward_bounds(
     if out_lo.size:
         _tanh_backward_bounds(compute.name == "float32")(
             gl, gh, yl, yh, format_args(compute), out_lo.reshape(-1), out_hi.reshape(-1)
+        )
+    return out_lo, out_hi
+
+
+@jit(cache=True, forceinline=True)
+def _largest(a: float, b: float) -> float:  # pragma: no cover - compiled
+    """NumPy's maximum of two numbers: NaN where either is."""
+    if (a != a) | (b != b):
+        return math.nan
+    return max(a, b)
+
+
+@jit(cache=True, forceinline=True)
+def _least(a: float, b: float) -> float:  # pragma: no cover - compiled
+    """NumPy's minimum of two numbers: NaN where either is."""
+    if (a != a) | (b != b):
+        return math.nan
+    return min(a, b)
+
+
+@jit(cache=True, error_model="numpy")
+def _gelu_erf_derivative(
+    x_lo: np.ndarray,
+    x_hi: np.ndarray,
+    point: bool,
+    erf_lo: np.ndarray,
+    erf_hi: np.ndarray,
+    exp_lo: np.ndarray,
+    exp_hi: np.ndarray,
+    c: tuple[float, ...],
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    (
+        inverse_sqrt_2pi,
+        slack,
+        below_min,
+        above_min,
+        f_min,
+        below_max,
+        above_max,
+        f_max,
+        a,
+        b,
+        k_exp,
+        s,
+        c1,
+        c2,
+        u,
+        d,
+        cdf,
+        max_finite,
+    ) = c
+    for n in range(out_lo.size):
+        i = np.uint64(n)
+        lo, hi = x_lo[i], x_hi[i]
+        f_lo = 0.5 * (1.0 + erf_lo[i]) + lo * (exp_lo[i] * inverse_sqrt_2pi)
+        f_hi = 0.5 * (1.0 + erf_hi[i]) + hi * (exp_hi[i] * inverse_sqrt_2pi)
+        low, high = _least(f_lo - slack, f_hi - slack), _largest(f_lo + slack, f_hi + slack)
+        if not point:
+            if (lo <= above_min) & (below_min <= hi):
+                low = _least(low, f_min)
+            if (lo <= above_max) & (below_max <= hi):
+                high = _largest(high, f_max)
+        low, high = next_down(low), next_up(high)
+        magnitude = abs(lo) if point else _largest(abs(lo), abs(hi))
+        largest = _largest(abs(low), abs(high))
+        x_exp = a + k_exp * (b + s * magnitude)
+        x_pdf = (1.0 + u) * (c1 * x_exp + c2 + magnitude * s / 2)
+        x_pdf = x_pdf + d + s / 2
+        total = cdf + x_pdf + u * (largest + cdf + x_pdf)
+        error = next_up(total * (1 + 2.0**-20))
+        d_lo, d_hi = next_down(low - error), next_up(high + error)
+        nan = (
+            (not (abs(magnitude) < math.inf))
+            | (not (_largest(-d_lo, d_hi) < max_finite))
+            | (error != error)
+        )
+        out_lo[i], out_hi[i] = (-math.inf, math.inf) if nan else (d_lo, d_hi)
+
+
+def gelu_erf_derivative_bounds(
+    x_lo: Array,
+    x_hi: Array,
+    point: bool,
+    erf_ends: tuple[Array, Array],
+    exp_ends: tuple[Array, Array],
+    constants: tuple[float, ...],
+) -> tuple[Array, Array]:
+    """The enclosure of the erf form's GELU derivative that ATen's GeluBackward computes, over
+    [``x_lo``, ``x_hi``] (``point``: one array for both), in one compiled pass: bit for bit
+    the NumPy evaluation the rule ``aten.gelu_backward`` states (its ``_derivative_range`` and
+    ``_erf_form_error``; ``constants`` are that evaluation's scalars, in the order the kernel
+    reads them), from the float64 erf(x / sqrt 2) and exp(-x x / 2) at each end
+    (``erf_ends``, ``exp_ends``, computed by the caller as the rule does); the whole line
+    where the kernel may compute NaN (x infinite or NaN, the derivative beyond the compute
+    format)."""
+    shape = np.shape(x_lo)
+
+    def flat_of(v: Array) -> np.ndarray:
+        return np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
+
+    lo = flat_of(x_lo)
+    hi = lo if point else flat_of(x_hi)
+    e_lo = flat_of(erf_ends[0])
+    e_hi = e_lo if point else flat_of(erf_ends[1])
+    p_lo = flat_of(exp_ends[0])
+    p_hi = p_lo if point else flat_of(exp_ends[1])
+    out_lo, out_hi = np.empty(shape), np.empty(shape)
+    if out_lo.size:
+        _gelu_erf_derivative(
+            lo, hi, point, e_lo, e_hi, p_lo, p_hi, constants, out_lo.reshape(-1), out_hi.reshape(-1)
         )
     return out_lo, out_hi

@@ -29,7 +29,6 @@ their decompositions (:mod:`..decompose`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
@@ -37,7 +36,11 @@ from .... import formats as F
 from ....formats import FORMATS, Format
 from ....interval import elementwise as ew
 from ....interval.core import Interval, gamma
-from ....interval.kernels import silu_backward_bounds, tanh_backward_bounds
+from ....interval.kernels import (
+    gelu_erf_derivative_bounds,
+    silu_backward_bounds,
+    tanh_backward_bounds,
+)
 from ....interval.rounding import down, up
 from ..context import RuleContext
 from ._common import (
@@ -128,14 +131,13 @@ _SECH_PEAK = (0.7717, 0.4478)
 _EVALUATION_SLACK = 2.0**-44
 
 
-def _derivative_erf(x: Array) -> tuple[Array, float]:
-    """(Phi(x) + x phi(x) in float64, a bound of that evaluation's error): erf64 (SLEEF, a few
-    float64 ULPs), exp and four roundings, each term at most 1 in size."""
+def _erf_ends(x: Array) -> tuple[Array, Array]:
+    """(erf(x / sqrt 2), exp(-x x / 2)) in float64: erf64 (SLEEF, a few float64 ULPs) and
+    NumPy's exp, from which the erf form's derivative Phi(x) + x phi(x) is evaluated
+    (:func:`~pytest_fpcheck.interval.kernels.gelu_erf_derivative_bounds`: within
+    :data:`_EVALUATION_SLACK`, exp, erf and four roundings, each term at most 1 in size)."""
     with np.errstate(all="ignore"):
-        value: Array = 0.5 * (1.0 + erf64(x * _SQRT1_2)) + x * (
-            np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI
-        )
-    return value, _EVALUATION_SLACK
+        return erf64(x * _SQRT1_2), np.exp(-0.5 * (x * x))
 
 
 def _derivative_tanh(x: Array) -> tuple[Array, Array]:
@@ -151,21 +153,20 @@ def _derivative_tanh(x: Array) -> tuple[Array, Array]:
     return value, _EVALUATION_SLACK * (1.0 + np.abs(second))
 
 
-def _derivative_range(a: Interval, approximate: str) -> tuple[Array, Array]:
-    """[min, max] of GELU's derivative over ``a`` (float64, rounded outward): the hull of its
-    end values, and of its minimum (maximum) where ``a`` holds that abscissa."""
-    function: Callable[[Array], tuple[Array, Array | float]] = (
-        _derivative_tanh if approximate == "tanh" else _derivative_erf
-    )
-    f_lo, slack_lo = function(a.lo)
-    f_hi, slack_hi = (f_lo, slack_lo) if a.is_point else function(a.hi)
+def _derivative_range(a: Interval) -> tuple[Array, Array]:
+    """[min, max] of the tanh form's GELU derivative over ``a`` (float64, rounded outward):
+    the hull of its end values, and of its minimum (maximum) where ``a`` holds that abscissa
+    (the erf form's is computed so in one compiled pass:
+    :func:`~pytest_fpcheck.interval.kernels.gelu_erf_derivative_bounds`)."""
+    f_lo, slack_lo = _derivative_tanh(a.lo)
+    f_hi, slack_hi = (f_lo, slack_lo) if a.is_point else _derivative_tanh(a.hi)
     with np.errstate(invalid="ignore"):
         low, high = (
             np.minimum(f_lo - slack_lo, f_hi - slack_hi),
             np.maximum(f_lo + slack_lo, f_hi + slack_hi),
         )
     if not a.is_point:
-        (x_min, f_min), (x_max, f_max) = _EXTREMA[approximate]
+        (x_min, f_min), (x_max, f_max) = _EXTREMA["tanh"]
         # the abscissas are known to about 1e-16; the margin keeps the tests on the safe side
         holds = (a.lo <= x_min + 1e-6) & (x_min - 1e-6 <= a.hi)
         if holds.any():
@@ -176,9 +177,11 @@ def _derivative_range(a: Interval, approximate: str) -> tuple[Array, Array]:
     return down(low), up(high)
 
 
-def _erf_form_error(c: Format, magnitude: Array, largest: Array) -> Array:
-    """A bound of |s - GELU'(x)| for the kernel's value s of the derivative in the compute
-    format ``c`` (u its unit round-off, s its smallest subnormal), erf form:
+def _erf_form_constants(c: Format) -> tuple[float, ...]:
+    """The scalars of a bound of |s - GELU'(x)| for the kernel's value s of the derivative in
+    the compute format ``c`` (u its unit round-off, s its smallest subnormal), erf form, which
+    :func:`~pytest_fpcheck.interval.kernels.gelu_erf_derivative_bounds` evaluates per element
+    with x's magnitude m and the derivative's largest magnitude L over the enclosure:
     cdf = 0.5 (1 + erf(x alpha)), pdf = beta exp(x x (-0.5)), s = cdf + x pdf, with the
     constants alpha, beta rounded onto ``c`` (gamma_3 relative for beta, computed as float
     products in the reduced kernels), each step rounded to nearest, fused or not.
@@ -191,9 +194,14 @@ def _erf_form_error(c: Format, magnitude: Array, largest: Array) -> Array:
     * x pdf: x x (-0.5) = q (1 + delta) (plus a subnormal), so exp(-q') differs from exp(-q)
       by at most (u q + s) exp(-q (1 - u) + s); exp errs by ``k`` ULPs; the product with beta
       by gamma_4 relative, with x by u, each plus half a subnormal; factors of x^k exp(-x^2/2)
-      are bounded by their largest values (:data:`_PEAKS`).
-    * the sum: u of its magnitude, at most ``largest`` (|GELU'| over the enclosure) plus the
-      errors above."""
+      are bounded by their largest values (:data:`_PEAKS`):
+      x_exp = (u / 2) h3 + s h1 + k (2 u h1 + s m) bounds x |exp' - exp|, and
+      x_pdf = (1 + u) (beta' (1 + g4) x_exp + beta' g4 h1 + m s / 2) + u beta' h1 + s / 2.
+    * the sum: u of its magnitude, at most L plus the errors above:
+      cdf + x_pdf + u (L + cdf + x_pdf).
+
+    Returned in the order the kernel reads them after its own constants: (u/2) h3 + s h1,
+    2 u h1, k, s, beta' (1 + g4), beta' g4 h1, u, u beta' h1, cdf."""
     u, s, eps = c.unit_roundoff, c.smallest_subnormal, 2 * c.unit_roundoff
     k_erf, k_exp = ew.ULP_ERRORS["erf"], ew.ULP_ERRORS["exp"]
     a_eps, a_tiny = ew.ABSOLUTE_ERRORS.get("erf", (0.0, 0.0))
@@ -202,13 +210,43 @@ def _erf_form_error(c: Format, magnitude: Array, largest: Array) -> Array:
     cdf = 0.5 * (erf_error + 0.49 * gamma(3, u) + s + u * (2.0 + erf_error))
     _, h1, _, h3 = _PEAKS
     g4 = gamma(4, u)
-    x_exp = (u / 2) * h3 + s * h1 + k_exp * (2 * u * h1 + s * magnitude)  # x |exp' - exp|
-    x_pdf = (1 + u) * (
-        _INV_SQRT_2PI * (1 + g4) * x_exp + _INV_SQRT_2PI * g4 * h1 + magnitude * s / 2
+    return (
+        (u / 2) * h3 + s * h1,
+        2 * u * h1,
+        float(k_exp),
+        s,
+        _INV_SQRT_2PI * (1 + g4),
+        _INV_SQRT_2PI * g4 * h1,
+        u,
+        u * _INV_SQRT_2PI * h1,
+        cdf,
     )
-    x_pdf = x_pdf + u * _INV_SQRT_2PI * h1 + s / 2
-    total: Array = cdf + x_pdf + u * (largest + cdf + x_pdf)
-    return total
+
+
+def _gelu_erf_derivative(x: Interval, c: Format) -> Interval:
+    """The erf form's derivative over ``x``'s enclosure, widened by the kernel's error in
+    ``c`` (:func:`_erf_form_constants`), the whole line where it may be NaN: one compiled pass
+    after erf and exp at each end (:func:`_erf_ends`)."""
+    erf_lo, exp_lo = _erf_ends(x.lo)
+    erf_hi, exp_hi = (erf_lo, exp_lo) if x.is_point else _erf_ends(x.hi)
+    (x_min, f_min), (x_max, f_max) = _EXTREMA["none"]
+    constants = (
+        _INV_SQRT_2PI,
+        _EVALUATION_SLACK,
+        # the abscissas are known to about 1e-16; the margin keeps the tests on the safe side
+        x_min - 1e-6,
+        x_min + 1e-6,
+        f_min,
+        x_max - 1e-6,
+        x_max + 1e-6,
+        f_max,
+        *_erf_form_constants(c),
+        c.max_finite,
+    )
+    lo, hi = gelu_erf_derivative_bounds(
+        x.lo, x.hi, x.is_point, (erf_lo, erf_hi), (exp_lo, exp_hi), constants
+    )
+    return Interval(lo, hi)
 
 
 def _tanh_form_error(c: Format, smallest: Array, magnitude: Array, largest: Array) -> Array:
@@ -278,25 +316,27 @@ def _gelu_backward(ctx: RuleContext) -> Interval:
     approximate = str(ctx.arg(2, "approximate", "none"))
     c = ctx.compute
     g, x = ctx.operand(ctx.args[0], c), ctx.operand(ctx.args[1], c)
-    low, high = _derivative_range(x, approximate)
-    magnitude = x.magnitude()
-    largest = np.maximum(np.abs(low), np.abs(high))
-    with np.errstate(all="ignore"):
-        if approximate == "tanh":
+    nan: Array | None = None
+    if approximate == "tanh":
+        low, high = _derivative_range(x)
+        magnitude = x.magnitude()
+        largest = np.maximum(np.abs(low), np.abs(high))
+        with np.errstate(all="ignore"):
             smallest = np.where(
                 (x.lo <= 0) & (x.hi >= 0), 0.0, np.minimum(np.abs(x.lo), np.abs(x.hi))
             )
             error = _tanh_form_error(c, smallest, magnitude, largest)
             nan = ~(magnitude < math.sqrt(c.max_finite) * (1 - 2.0**-20))
-        else:
-            error = _erf_form_error(c, magnitude, largest)
-            nan = ~np.isfinite(magnitude)
-        error = up(error * (1 + 2.0**-20))
-        derivative = Interval(down(low - error), up(high + error))
-        nan = nan | ~(np.maximum(-derivative.lo, derivative.hi) < c.max_finite) | np.isnan(error)
+            error = up(error * (1 + 2.0**-20))
+            derivative = Interval(down(low - error), up(high + error))
+            nan = (
+                nan | ~(np.maximum(-derivative.lo, derivative.hi) < c.max_finite) | np.isnan(error)
+            )
+    else:  # the whole line where NaN is possible, already
+        derivative = _gelu_erf_derivative(x, c)
     product = ew.mul(g, derivative, F64, operand_bits=64)
     product = ew.everything_where_nan(product)
-    if nan.any():
+    if nan is not None and nan.any():
         shape = np.broadcast_shapes(product.shape, nan.shape)
         product = Interval(
             np.where(nan, -np.inf, np.broadcast_to(product.lo, shape)),
