@@ -117,28 +117,36 @@ def reduce_sum(
         if a.is_point:
             centre = np.sum(a.lo, axis=axes, keepdims=keepdims)
             result = _finish(centre, spread, _F64_FORMAT)
+            lo_sum = hi_sum = centre
         else:
             lo_sum = np.sum(a.lo, axis=axes, keepdims=keepdims)
             hi_sum = np.sum(a.hi, axis=axes, keepdims=keepdims)
             lo = np.where(np.isnan(lo_sum), -np.inf, down(lo_sum - spread))
             hi = np.where(np.isnan(hi_sum), np.inf, up(hi_sum + spread))
             result = Interval(lo, hi)
-        result = _keep_signs(a, result, axes, keepdims)
+        result = _keep_signs(a, result, axes, keepdims, (lo_sum, hi_sum))
     if accumulate is not None:
         result = _overflow_to_everything(result, may_overflow(magnitude, g, accumulate.max_finite))
     return result.to_format(fmt)
 
 
-def _keep_signs(a: Interval, result: Interval, axes: tuple[int, ...], keepdims: bool) -> Interval:
+def _keep_signs(
+    a: Interval,
+    result: Interval,
+    axes: tuple[int, ...],
+    keepdims: bool,
+    sums: tuple[Array, Array],
+) -> Interval:
     """``result`` (the sum of ``a`` over ``axes``) with its lower ends raised to 0 where every
     term's lower end is at least 0, its upper ends lowered to 0 where every upper end is at
-    most 0 (a NaN end compares false: left as it is). Each side is checked only where the
-    allowance took that end across 0."""
+    most 0 (a NaN end compares false: left as it is). Each side's terms are read only where
+    the allowance took that end across 0 and the float64 sum of those ends (``sums``) does not
+    already show a term of the other sign."""
     lo, hi = result.lo, result.hi
-    if (lo < 0).any():
+    if ((lo < 0) & (sums[0] >= 0)).any():
         nonnegative = np.min(a.lo, axis=axes, keepdims=keepdims) >= 0
         lo = np.where(nonnegative & (lo < 0), 0.0, lo)
-    if (hi > 0).any():
+    if ((hi > 0) & (sums[1] <= 0)).any():
         nonpositive = np.max(a.hi, axis=axes, keepdims=keepdims) <= 0
         hi = np.where(nonpositive & (hi > 0), 0.0, hi)
     if lo is result.lo and hi is result.hi:
