@@ -1,6 +1,6 @@
 """How wide the loss's enclosure of a training step is, by tracking mode (issue 19, issue 20).
 
-The zoo's token models (nanoGPT, GPT-2, Llama, BERT) at ``--hidden`` width (``bench_zoo.py``'s
+The zoo's token models (nanoGPT, GPT-2, Llama, BERT) at ``--hidden`` width (``tests/models/zoo.py``'s
 ``scaled``: heads of 64, MLPs four times as wide, random weights), in training mode, float32: the
 forward pass and ``loss.backward()`` under ``fp.track(mode=...)`` for each mode; printed: the
 loss, its enclosure, its relative radius, and the median relative radius of the first
@@ -25,10 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_zoo import SCALABLE, scaled  # noqa: E402
 
 import pytest_fpcheck as fp  # noqa: E402
-from tests.models.zoo import loss_of  # noqa: E402
+from tests.models.zoo import SCALABLE, loss_of, scaled  # noqa: E402
 
 
 def relative_radius(bounds: fp.Bounds) -> float:

@@ -65,10 +65,7 @@ from bench_tracking import _ATTENTION, MatmulShapes  # noqa: E402
 import pytest_fpcheck as fp  # noqa: E402
 from pytest_fpcheck.tracking.torch import decompose  # noqa: E402
 from pytest_fpcheck.tracking.torch.mode import Tracker  # noqa: E402
-from tests.models.zoo import MODELS, NanoGPT, build, loss_of  # noqa: E402
-
-#: the models ``--hidden`` can widen
-SCALABLE = ("nanogpt", "gpt2", "llama", "bert")
+from tests.models.zoo import MODELS, SCALABLE, build, loss_of, scaled  # noqa: E402
 
 _ATTENTION_BACKWARD = (
     "_scaled_dot_product_flash_attention_for_cpu_backward",
@@ -105,69 +102,6 @@ class ZooMatmulShapes(MatmulShapes):
                 self.attention += [(scores, (*batch, source, value_width))]  # P v
             return func(*args, **(kwargs or {}))
         return super().__torch_dispatch__(func, types, args, kwargs)
-
-
-def scaled(
-    name: str, *, hidden: int, seq: int, batch: int, layers: int, vocab: int
-) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """The zoo model ``name`` at a realistic size: width ``hidden`` (heads of 64, MLPs four
-    times as wide), ``layers`` blocks, ``batch`` sequences of ``seq`` tokens from ``vocab``;
-    seeded random weights and tokens."""
-    torch.manual_seed(0)
-    heads = max(hidden // 64, 1)
-    model: nn.Module
-    if name == "nanogpt":
-        nano = NanoGPT(vocab=vocab, dim=hidden, heads=heads, layers=layers)
-        nano.wpe = nn.Embedding(seq, hidden)  # the zoo's is sized for its own 8 tokens
-        for module in nano.modules():  # nanoGPT's initialisation: with PyTorch's N(0, 1)
-            # embeddings the tied logits grow with the width, the softmax saturates and the
-            # gradients are subnormal (a benchmark of the FPU's microcode assists)
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=0.02)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                nn.init.zeros_(module.bias)
-        model = nano
-    elif name == "gpt2":
-        from transformers import GPT2Config, GPT2LMHeadModel
-
-        model = GPT2LMHeadModel(
-            GPT2Config(
-                vocab_size=vocab, n_positions=seq, n_embd=hidden, n_layer=layers, n_head=heads
-            )
-        )
-    elif name == "llama":
-        from transformers import LlamaConfig, LlamaForCausalLM
-
-        model = LlamaForCausalLM(
-            LlamaConfig(
-                vocab_size=vocab,
-                hidden_size=hidden,
-                intermediate_size=4 * hidden,
-                num_hidden_layers=layers,
-                num_attention_heads=heads,
-                num_key_value_heads=max(heads // 2, 1),
-                max_position_embeddings=seq,
-            )
-        )
-    elif name == "bert":
-        from transformers import BertConfig, BertForMaskedLM
-
-        model = BertForMaskedLM(
-            BertConfig(
-                vocab_size=vocab,
-                hidden_size=hidden,
-                num_hidden_layers=layers,
-                num_attention_heads=heads,
-                intermediate_size=4 * hidden,
-                max_position_embeddings=seq,
-            )
-        )
-    else:
-        raise SystemExit(f"--hidden widens {', '.join(SCALABLE)}, not {name!r}")
-    if hasattr(model, "config"):
-        model.config._attn_implementation = "sdpa"
-    ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
-    return model, {"input_ids": ids, "labels": ids.clone()}
 
 
 def medians(functions: dict[str, Callable[[], Any]], repeats: int, clock: str) -> dict[str, float]:

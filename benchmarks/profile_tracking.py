@@ -50,9 +50,7 @@ def workload(
                 model(x)
 
         return forward
-    from bench_zoo import scaled
-
-    from tests.models.zoo import build, loss_of
+    from tests.models.zoo import build, loss_of, scaled
 
     name = model_name.removeprefix("zoo:")
     if hidden is None:

@@ -14,26 +14,9 @@ import pytest
 import pytest_fpcheck as fp
 
 torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("transformers")
 
-
-def _model(name: str) -> torch.nn.Module:
-    torch.manual_seed(0)
-    if name == "gpt2":
-        config = transformers.GPT2Config(
-            vocab_size=512, n_positions=32, n_embd=256, n_layer=1, n_head=4
-        )
-        return transformers.GPT2LMHeadModel(config)
-    config = transformers.LlamaConfig(
-        vocab_size=512,
-        hidden_size=256,
-        intermediate_size=1024,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
-    return transformers.LlamaForCausalLM(config)
+from .zoo import loss_of, scaled  # noqa: E402
 
 
 def _finite(bounds: fp.Bounds | None) -> bool:
@@ -43,10 +26,9 @@ def _finite(bounds: fp.Bounds | None) -> bool:
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_a_wide_model_keeps_its_loss_and_gradients_bounded(name: str) -> None:
-    model = _model(name)
-    tokens = torch.randint(0, 512, (2, 32), generator=torch.Generator().manual_seed(1))
+    model, batch = scaled(name, hidden=256, seq=32, batch=2, layers=1, vocab=512)
     with fp.track():
-        loss = model(input_ids=tokens, labels=tokens).loss
+        loss = loss_of(name, model, batch)
         loss.backward()
         loss_bounds = fp.bounds_of(loss)
         gradients = {n: fp.bounds_of(p.grad) for n, p in model.named_parameters()}

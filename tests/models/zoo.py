@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["MODELS", "build", "loss_of"]
+__all__ = ["MODELS", "SCALABLE", "build", "loss_of", "scaled"]
 
 Batch = dict[str, torch.Tensor]
 Builder = Callable[[], tuple[nn.Module, Batch]]
@@ -262,3 +262,70 @@ def loss_of(name: str, model: nn.Module, batch: Batch) -> torch.Tensor:
     if logits.dim() == 3:
         return F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten())
     return F.cross_entropy(logits, batch["labels"])
+
+
+#: the models :func:`scaled` widens
+SCALABLE = ("nanogpt", "gpt2", "llama", "bert")
+
+
+def scaled(
+    name: str, *, hidden: int, seq: int, batch: int, layers: int, vocab: int
+) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """The zoo model ``name`` at a realistic size: width ``hidden`` (heads of 64, MLPs four
+    times as wide), ``layers`` blocks, ``batch`` sequences of ``seq`` tokens from ``vocab``;
+    seeded random weights and tokens."""
+    torch.manual_seed(0)
+    heads = max(hidden // 64, 1)
+    model: nn.Module
+    if name == "nanogpt":
+        nano = NanoGPT(vocab=vocab, dim=hidden, heads=heads, layers=layers)
+        nano.wpe = nn.Embedding(seq, hidden)  # the zoo's is sized for its own 8 tokens
+        for module in nano.modules():  # nanoGPT's initialisation: with PyTorch's N(0, 1)
+            # embeddings the tied logits grow with the width, the softmax saturates and the
+            # gradients are subnormal (a benchmark of the FPU's microcode assists)
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        model = nano
+    elif name == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        model = GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=vocab, n_positions=seq, n_embd=hidden, n_layer=layers, n_head=heads
+            )
+        )
+    elif name == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        model = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=vocab,
+                hidden_size=hidden,
+                intermediate_size=4 * hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                num_key_value_heads=max(heads // 2, 1),
+                max_position_embeddings=seq,
+            )
+        )
+    elif name == "bert":
+        from transformers import BertConfig, BertForMaskedLM
+
+        model = BertForMaskedLM(
+            BertConfig(
+                vocab_size=vocab,
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=4 * hidden,
+                max_position_embeddings=seq,
+            )
+        )
+    else:
+        raise ValueError(f"name={name!r}: scaled widens {', '.join(SCALABLE)}")
+    if hasattr(model, "config"):
+        model.config._attn_implementation = "sdpa"
+    ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
+    return model, {"input_ids": ids, "labels": ids.clone()}

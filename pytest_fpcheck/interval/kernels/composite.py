@@ -595,10 +595,13 @@ def gelu_erf_derivative_bounds(
     constants: tuple[float, ...],
 ) -> tuple[Array, Array]:
     """The enclosure of the erf form's GELU derivative that ATen's GeluBackward computes, over
-    [``x_lo``, ``x_hi``] (``point``: one array for both), in one compiled pass: bit for bit
-    the NumPy evaluation the rule ``aten.gelu_backward`` states (its ``_derivative_range`` and
-    ``_erf_form_error``; ``constants`` are that evaluation's scalars, in the order the kernel
-    reads them), from the float64 erf(x / sqrt 2) and exp(-x x / 2) at each end
+    [``x_lo``, ``x_hi``] (``point``: one array for both), in one compiled pass: the hull of the
+    derivative's end values and of its extrema where the enclosure holds their abscissas,
+    widened by the kernel's evaluation error in the compute format, as the rule
+    ``aten.gelu_backward`` states it (``constants``: the rule's scalars, its
+    ``_erf_form_constants`` among them, in the order the kernel reads them), bit for bit the
+    NumPy evaluation it replaced (``tests/tracking/test_gelu_backward_kernel.py`` keeps that
+    one as the reference), from the float64 erf(x / sqrt 2) and exp(-x x / 2) at each end
     (``erf_ends``, ``exp_ends``, computed by the caller as the rule does); the whole line
     where the kernel may compute NaN (x infinite or NaN, the derivative beyond the compute
     format)."""

@@ -250,7 +250,7 @@ def _gelu_erf_derivative(x: Interval, c: Format) -> Interval:
 
 
 def _tanh_form_error(c: Format, smallest: Array, magnitude: Array, largest: Array) -> Array:
-    """As :func:`_erf_form_error` for the tanh form, x ranging over magnitudes [``smallest``,
+    """As :func:`_erf_form_constants` for the tanh form, evaluated here per element, x ranging over magnitudes [``smallest``,
     ``magnitude``]: ATen computes t = tanh(beta (x + kappa x x x)), left = 0.5 (1 + t),
     T = 1 - t t, I = beta (1 + 3 kappa x x), s = left + (0.5 x) T I.
 
@@ -300,9 +300,10 @@ def _tanh_form_error(c: Format, smallest: Array, magnitude: Array, largest: Arra
 @rule("aten.gelu_backward")
 def _gelu_backward(ctx: RuleContext) -> Interval:
     """``grad * GELU'(x)`` as ATen's GeluBackward kernels compute it (CPU: ``Activation.cpp``;
-    float16 and bfloat16 in float32): the derivative's exact range over ``x``'s enclosure
-    (:func:`_derivative_range`), widened by the kernel's evaluation error in the compute format
-    (:func:`_erf_form_error`, :func:`_tanh_form_error`), a float64 interval product with
+    float16 and bfloat16 in float32): the derivative's exact range over ``x``'s enclosure,
+    widened by the kernel's evaluation error in the compute format (erf form: one compiled
+    pass, :func:`_gelu_erf_derivative`; tanh form: :func:`_derivative_range`,
+    :func:`_tanh_form_error`), a float64 interval product with
     ``grad``'s enclosure (which holds the exact product of the kernel's two factors), then the
     kernel's one rounding onto the compute format and its conversion: nearest on the CPU
     (:meth:`~pytest_fpcheck.interval.core.Interval.to_nearest`), outward elsewhere. The whole
