@@ -173,17 +173,13 @@ def usual_ends(
     x_lo: float, x_hi: float, y_lo: float, y_hi: float, product: bool, switch: bool, fast32: bool
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
     """:func:`_element64_usual`, then onto float32 (``fast32``) rounded outward by
-    :func:`..rounding.float32_directed`, and whether the element is usual: usual onto float64
-    and, for a stepped product onto float32, with nonzero stepped ends. There the general path
-    onto float32 gives those ends: a sum rounds its float64 ends so (:func:`sum_element`), and
-    a stepped product's float32 step strictly beyond each hull end is the rounding of the
-    float64 step beyond it (no float32 number lies strictly between them), which keeps its
-    sign where the stepped end is not zero (from +-2**-1074 the float64 step reaches a zero,
-    whose sign the two paths give differently)."""
+    :func:`..rounding.float32_directed`, and whether the element is usual onto float64. There
+    the general path onto float32 gives those ends: a sum rounds its float64 ends so
+    (:func:`sum_element`), and a stepped product's float32 step strictly beyond each hull end
+    is the rounding of the float64 step beyond it (no float32 number lies strictly between
+    them; a zero end put back at +0 by the sign rule stays +0 on both paths)."""
     low, high, usual = _element64_usual(x_lo, x_hi, y_lo, y_hi, product, switch)
     if fast32:
-        if product and switch:
-            usual &= (low != 0) & (high != 0)
         low, high = float32_directed(low, False, False), float32_directed(high, True, False)
     return low, high, usual
 
@@ -437,10 +433,13 @@ def _product64_usual(
 ) -> tuple[float, float, bool]:  # pragma: no cover - compiled
     """:func:`product_element` onto float64 for the usual element, without a branch (so that a loop
     of it vectorises), and whether the element is usual: its four ends and the hull of the
-    four products finite, and, when ``step``, the hull's ends nonzero. There the general path
-    takes these steps and no other: no product is infinite or NaN (an infinite one would make
-    an end of the hull infinite), so the whole line is never given; the hull is stepped one
-    unit of its patterns out when ``step`` (a nonzero finite pattern), and float64 keeps it."""
+    four products finite. There the general path takes these steps and no other: no product
+    is infinite or NaN (an infinite one would make an end of the hull infinite), so the whole
+    line is never given; the hull is stepped one unit of its patterns out when ``step``, a
+    zero end to the smallest subnormal beyond it or, where the factors' signs decide the
+    product's, back to +0 (the general path's sign rule, which moves no other end: a nonzero
+    end stepped out keeps its sign or reaches a zero); float64 keeps it. Zero ends are usual:
+    a square of an interval holding 0 has one, so does every product with an exact zero."""
     p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
     low = min(min(p1, p2), min(p3, p4))
     high = max(max(p1, p2), max(p3, p4))
@@ -453,8 +452,12 @@ def _product64_usual(
         & (abs(high) < math.inf)
     )
     if step:
-        low, high, ordinary = steps_out(low, high)
-        usual &= ordinary
+        below, above, _ = steps_out(low, high)
+        at_least_zero = ((x_lo >= 0) & (y_lo >= 0)) | ((x_hi <= 0) & (y_hi <= 0))
+        at_most_zero = ((x_lo >= 0) & (y_hi <= 0)) | ((x_hi <= 0) & (y_lo >= 0))
+        below = _select(low == 0, _select(at_least_zero, 0.0, -(2.0**-1074)), below)
+        above = _select(high == 0, _select(at_most_zero, 0.0, 2.0**-1074), above)
+        low, high = below, above
     return low, high, usual
 
 
