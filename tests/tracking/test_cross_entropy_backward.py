@@ -392,7 +392,7 @@ def test_the_fused_pass_gives_the_bits_of_the_three_operations(compute, result, 
     size = int(np.prod(shape))
     special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, 1e-40, -700.0, 89.0, 710.0])
     # exponentials far below the compute format's, subnormal in float64 or zero
-    special = np.concatenate([special, [-120.0, -705.0, -712.0, -745.5, -760.0]])
+    special = np.concatenate([special, [-120.0, -705.0, -712.0, -745.5, -746.0, -760.0, -5e4]])
     ends = []
     for scale in (1.0, 30.0):
         values = rng.standard_normal(size) * scale
