@@ -122,6 +122,32 @@ def test_float32_magnitudes():
         assert bool(np.all(outputs[0].view(np.uint32) == outputs[1].view(np.uint32)))
 
 
+@pytest.mark.parametrize("layout", [(40, 170, 1), (3, 120, 17), (1, 6, 900)])
+def test_sum_ends(layout):
+    """The sums over the middle axis (rows in registers, columns in memory), the magnitudes'
+    sum and the least and most ends, on adversarial ends with NaN, infinities, signed zeros
+    and subnormals (sums that overflow, inf - inf), on clean ends, and on a point."""
+    lo, hi = ends(9)
+    size = int(np.prod(layout))
+    lo, hi = np.resize(lo, size).reshape(layout), np.resize(hi, size).reshape(layout)
+    rng = np.random.default_rng(10)
+    clean_lo = rng.standard_normal(layout)
+    clean_hi = clean_lo + np.abs(rng.standard_normal(layout))
+    for low, high in [(lo, hi), (clean_lo, clean_hi), (clean_lo, clean_lo), (lo, lo)]:
+        outputs = [np.empty((5, layout[0], layout[2])) for _ in range(2)]
+        linalg._sum_ends.dispatcher(low, high, outputs[0])
+        linalg._sum_ends.fallback(low, high, outputs[1])
+        assert same_bits(outputs[0], outputs[1])
+    # what they are: NumPy's sums (to their rounding), minimum and maximum
+    out = np.empty((5, layout[0], layout[2]))
+    linalg._sum_ends.dispatcher(clean_lo, clean_hi, out)
+    magnitudes = np.maximum(np.abs(clean_lo), np.abs(clean_hi))
+    for got, expected in zip(out[:3], (clean_lo, clean_hi, magnitudes), strict=True):
+        assert np.allclose(got, expected.sum(axis=1), rtol=1e-12, atol=0)
+    assert np.array_equal(out[3], clean_lo.min(axis=1))
+    assert np.array_equal(out[4], clean_hi.max(axis=1))
+
+
 def ends(seed: int) -> tuple[np.ndarray, np.ndarray]:
     x = adversarial(seed)
     y = x[np.random.default_rng(seed + 7).permutation(x.size)]

@@ -30,7 +30,9 @@ def _compare(ends, product, switch, fast32, fa):  # type: ignore[no-untyped-def]
     for i in range(ends.shape[0]):
         for j in range(ends.shape[0]):
             x_lo, x_hi, y_lo, y_hi = ends[i, 0], ends[i, 1], ends[j, 0], ends[j, 1]
-            low, high, usual = elementwise.usual_ends(x_lo, x_hi, y_lo, y_hi, product, switch, fast32)
+            low, high, usual = elementwise.usual_ends(
+                x_lo, x_hi, y_lo, y_hi, product, switch, fast32
+            )
             if not usual:
                 continue
             usual_count += 1

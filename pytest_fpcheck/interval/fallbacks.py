@@ -42,6 +42,7 @@ __all__ = [
     "outward_step",
     "round_all",
     "step_all",
+    "sum_ends",
     "summary",
 ]
 
@@ -293,6 +294,25 @@ def summary(lo: Array, hi: Array) -> tuple[float, bool]:
     widest = max(int(np.max(_bits(width), initial=0)), 0)
     unbounded = bool(np.any((lo == -math.inf) & (hi == math.inf)))
     return float(np.int64(widest).view(np.float64)), unbounded
+
+
+def sum_ends(lo: Array, hi: Array, out: Array) -> None:
+    """``kernels.linalg._sum_ends``: over the middle axis of (outer, terms, inner), the sums
+    of lo, of hi and of max(|lo|, |hi|) (NaN where an end is), term after term from +0.0, the
+    least lo and the most hi (a NaN sticks), written into ``out`` (5, outer, inner)."""
+    outer, terms, inner = lo.shape
+    sums = [np.zeros((outer, inner)) for _ in range(3)]
+    least, most = np.full((outer, inner), math.inf), np.full((outer, inner), -math.inf)
+    with np.errstate(all="ignore"):
+        for k in range(terms):
+            a, b = lo[:, k, :], hi[:, k, :]
+            undefined = (a != a) | (b != b)
+            sums[0] += a
+            sums[1] += b
+            sums[2] += np.where(undefined, math.nan, _maximum(np.abs(a), np.abs(b)))
+            least = np.where((a < least) | (a != a), a, least)
+            most = np.where((b > most) | (b != b), b, most)
+    out[0], out[1], out[2], out[3], out[4] = sums[0], sums[1], sums[2], least, most
 
 
 def any_subnormal(bits: NDArray[np.uint16], exponent: int, magnitude: int) -> bool:

@@ -24,7 +24,8 @@ dominate, the midpoint product runs in float32 too, its error joined to the radi
 onto the result format) are single compiled passes (:mod:`.kernels`).
 
 Sums are the same with B a column of ones: the exact sum of the endpoint sums, widened by
-g * sum(max(|lo|, |hi|)).
+g * sum(max(|lo|, |hi|)); the three sums, and the least and most ends that keep a sum of
+same-signed terms on its side of 0, in one compiled pass (:func:`.kernels.sum_ends`).
 
 These bounds assume no partial sum overflows the accumulation format. Every exact partial sum
 is at most S = sum |a||b| (or sum max(|lo|, |hi|)) in magnitude, and every rounded one at most
@@ -42,7 +43,7 @@ import numpy as np
 
 from ..formats import FORMATS, Format
 from .core import Interval, gamma
-from .kernels import matmul_epilogue, radius_share, split_float32, split_operand
+from .kernels import matmul_epilogue, radius_share, split_float32, split_operand, sum_ends
 from .rounding import down, up
 
 if TYPE_CHECKING:
@@ -110,47 +111,27 @@ def reduce_sum(
     n = int(np.prod([a.shape[axis] for axis in axes])) if axes else 1
     g = factor(n) + 2 * gamma(n + 1, _U64)
     with np.errstate(invalid="ignore", over="ignore"):
-        magnitude = up(
-            np.sum(a.magnitude(), axis=axes, keepdims=keepdims) * (1 + 2 * gamma(n, _U64))
-        )
+        lo_sum, hi_sum, size, least, most = sum_ends(a.lo, a.hi, axes, keepdims)
+        magnitude = up(size * (1 + 2 * gamma(n, _U64)))
         spread = np.where(magnitude == 0, 0.0, up(magnitude * g))
         if a.is_point:
-            centre = np.sum(a.lo, axis=axes, keepdims=keepdims)
-            result = _finish(centre, spread, _F64_FORMAT)
-            lo_sum = hi_sum = centre
+            result = _finish(lo_sum, spread, _F64_FORMAT)
         else:
-            lo_sum = np.sum(a.lo, axis=axes, keepdims=keepdims)
-            hi_sum = np.sum(a.hi, axis=axes, keepdims=keepdims)
             lo = np.where(np.isnan(lo_sum), -np.inf, down(lo_sum - spread))
             hi = np.where(np.isnan(hi_sum), np.inf, up(hi_sum + spread))
             result = Interval(lo, hi)
-        result = _keep_signs(a, result, axes, keepdims, (lo_sum, hi_sum))
+        result = _keep_signs(result, least, most)
     if accumulate is not None:
         result = _overflow_to_everything(result, may_overflow(magnitude, g, accumulate.max_finite))
     return result.to_format(fmt)
 
 
-def _keep_signs(
-    a: Interval,
-    result: Interval,
-    axes: tuple[int, ...],
-    keepdims: bool,
-    sums: tuple[Array, Array],
-) -> Interval:
-    """``result`` (the sum of ``a`` over ``axes``) with its lower ends raised to 0 where every
-    term's lower end is at least 0, its upper ends lowered to 0 where every upper end is at
-    most 0 (a NaN end compares false: left as it is). Each side's terms are read only where
-    the allowance took that end across 0 and the float64 sum of those ends (``sums``) does not
-    already show a term of the other sign."""
-    lo, hi = result.lo, result.hi
-    if ((lo < 0) & (sums[0] >= 0)).any():
-        nonnegative = np.min(a.lo, axis=axes, keepdims=keepdims) >= 0
-        lo = np.where(nonnegative & (lo < 0), 0.0, lo)
-    if ((hi > 0) & (sums[1] <= 0)).any():
-        nonpositive = np.max(a.hi, axis=axes, keepdims=keepdims) <= 0
-        hi = np.where(nonpositive & (hi > 0), 0.0, hi)
-    if lo is result.lo and hi is result.hi:
-        return result
+def _keep_signs(result: Interval, least: Array, most: Array) -> Interval:
+    """``result`` (a sum) with its lower ends raised to 0 where every term's lower end is at
+    least 0 (``least``, the least of them, NaN where one is), its upper ends lowered to 0 where
+    every upper end is at most 0 (``most``; a NaN compares false: left as it is)."""
+    lo = np.where((least >= 0) & (result.lo < 0), 0.0, result.lo)
+    hi = np.where((most <= 0) & (result.hi > 0), 0.0, result.hi)
     return Interval(lo, hi)
 
 

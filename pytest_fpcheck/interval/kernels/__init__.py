@@ -64,6 +64,7 @@ from .linalg import (
     radius_share,
     split_float32,
     split_operand,
+    sum_ends,
 )
 from .normalisation import moments_rows, normalise_rows
 from .softmax import log_softmax_backward_bounds, log_softmax_bounds, softmax_bounds
@@ -98,6 +99,7 @@ __all__ = [
     "softmax_bounds",
     "split_float32",
     "split_operand",
+    "sum_ends",
     "summary",
     "tanh_backward_bounds",
 ]

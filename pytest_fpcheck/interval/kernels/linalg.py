@@ -1,8 +1,9 @@
 """Kernels of the midpoint-radius matrix products (:mod:`pytest_fpcheck.interval.linalg`): an
 operand split into midpoint and radius (:func:`split_operand`), the float32 magnitudes of a point
 operand (:func:`float32_magnitudes`), the epilogue that turns the products into rounded
-enclosures (:func:`matmul_epilogue`), and the scan for subnormal operands that a CPU product may
-flush to zero (:func:`any_subnormal`).
+enclosures (:func:`matmul_epilogue`), the scan for subnormal operands that a CPU product may
+flush to zero (:func:`any_subnormal`), and the sums of an interval's ends over axes that
+:func:`pytest_fpcheck.interval.linalg.reduce_sum` bounds (:func:`sum_ends`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
     "radius_share",
     "split_float32",
     "split_operand",
+    "sum_ends",
 ]
 
 
@@ -561,3 +563,81 @@ def any_subnormal(bits: np.ndarray, fmt: Format) -> bool:
     fraction = fmt.precision - 1
     exponent = ((1 << (15 - fraction)) - 1) << fraction
     return bool(_any_subnormal(np.ravel(bits, order="K"), exponent, 0x7FFF))
+
+
+@jit(cache=True, error_model="numpy", fallback=fallbacks.sum_ends)
+def _sum_ends(lo: np.ndarray, hi: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover
+    # lo, hi: (outer, terms, inner); out: (5, outer, inner). Each sum from +0.0, term after
+    # term in order; a NaN end makes the magnitude NaN and sticks in the least and the most
+    outer, terms, inner = lo.shape
+    for o in range(outer):
+        if inner == 1:  # a row's sums: in registers
+            lo_sum, hi_sum, size, least, most = 0.0, 0.0, 0.0, math.inf, -math.inf
+            for k in range(terms):
+                a, b = lo[o, k, 0], hi[o, k, 0]
+                lo_sum += a
+                hi_sum += b
+                size += _select((a != a) | (b != b), math.nan, max(abs(a), abs(b)))
+                least = _select((a < least) | (a != a), a, least)
+                most = _select((b > most) | (b != b), b, most)
+            out[0, o, 0], out[1, o, 0], out[2, o, 0] = lo_sum, hi_sum, size
+            out[3, o, 0], out[4, o, 0] = least, most
+            continue
+        # the accumulators in arrays of the kernel's own, which LLVM knows alias no operand
+        sums_lo, sums_hi, sizes = np.empty(inner), np.empty(inner), np.empty(inner)
+        leasts, mosts = np.empty(inner), np.empty(inner)
+        sums_lo[:], sums_hi[:], sizes[:], leasts[:], mosts[:] = 0.0, 0.0, 0.0, math.inf, -math.inf
+        for k in range(terms):
+            row_lo, row_hi = lo[o, k], hi[o, k]
+            for j in range(inner):
+                i = np.uint64(j)
+                a, b = row_lo[i], row_hi[i]
+                sums_lo[i] += a
+                sums_hi[i] += b
+                sizes[i] += _select((a != a) | (b != b), math.nan, max(abs(a), abs(b)))
+                leasts[i] = _select((a < leasts[i]) | (a != a), a, leasts[i])
+                mosts[i] = _select((b > mosts[i]) | (b != b), b, mosts[i])
+        out[0, o], out[1, o], out[2, o], out[3, o], out[4, o] = (
+            sums_lo,
+            sums_hi,
+            sizes,
+            leasts,
+            mosts,
+        )
+
+
+def sum_ends(
+    lo: Array, hi: Array, axes: tuple[int, ...], keepdims: bool
+) -> tuple[Array, Array, Array, Array, Array]:
+    """(sum of ``lo``, sum of ``hi``, sum of max(|lo|, |hi|), least ``lo``, most ``hi``) over
+    ``axes`` (NumPy's keepdims), in one pass: each sum's terms added in order from +0.0 in
+    float64 (an order the caller's allowance covers), NaN propagating as NumPy's sum, minimum
+    and maximum propagate it. Reduced axes that form one block of a C-contiguous array are
+    read in place; others are moved last and copied."""
+    shape = np.shape(lo)
+    ndim = len(shape)
+    axes = tuple(sorted(axis % ndim for axis in axes)) if ndim else ()
+    kept = tuple(1 if axis in axes else k for axis, k in enumerate(shape))
+    result_shape = (
+        kept if keepdims else tuple(k for axis, k in enumerate(shape) if axis not in axes)
+    )
+    block = not axes or axes == tuple(range(axes[0], axes[-1] + 1))
+    ends = []
+    for end in (lo,) if hi is lo else (lo, hi):
+        array = np.asarray(end, dtype=np.float64)
+        if block and array.flags.c_contiguous:
+            first, last = (axes[0], axes[-1] + 1) if axes else (ndim, ndim)
+            layout = (
+                math.prod(shape[:first]),
+                math.prod(shape[first:last]),
+                math.prod(shape[last:]),
+            )
+            ends.append(array.reshape(layout))
+        else:
+            kept_axes = [axis for axis in range(ndim) if axis not in axes]
+            moved = np.ascontiguousarray(np.transpose(array, (*kept_axes, *axes)))
+            ends.append(moved.reshape(math.prod(shape[a] for a in kept_axes), -1, 1))
+    out = np.empty((5, ends[0].shape[0], ends[0].shape[2]))
+    _sum_ends(ends[0], ends[-1], out)
+    lo_sum, hi_sum, size, least, most = (part.reshape(result_shape) for part in out)
+    return lo_sum, hi_sum, size, least, most
