@@ -502,3 +502,28 @@ def test_a_tracked_weight_gradient_holds_the_computed_and_exact_values(dtype: st
     assert grad is not None
     assert grad.contains(layer.weight.grad.double().numpy()).all()
     assert np.isfinite(grad.lo).all()
+
+
+def test_radius_share_is_the_sampled_radii_over_the_midpoints_magnitudes() -> None:
+    """The share that decides the float32 midpoint (``kernels.radius_share``): sum rad / sum
+    |mid| over at most 4096 elements evenly spaced in memory, as NumPy computes it from the
+    sample; inf where a sampled radius is infinite or an end NaN, NaN where every sampled
+    element is 0."""
+    from pytest_fpcheck.interval.kernels import radius_share
+
+    rng = np.random.default_rng(17)
+    for size in (10, 4096, 10_000, 100_003):
+        lo = rng.standard_normal(size) * 10.0 ** rng.integers(-3, 3, size)
+        hi = lo + np.abs(rng.standard_normal(size)) * 1e-3
+        step = max(1, size // 4096)
+        mid = lo[::step] * 0.5 + hi[::step] * 0.5
+        radius = np.maximum(hi[::step] - mid, mid - lo[::step])
+        expected = np.sum(radius) / np.sum(np.abs(mid))
+        assert radius_share(lo, hi) == pytest.approx(expected, rel=1e-12)
+        # a transposed operand is read in its memory's order: the same sample
+        assert radius_share(lo.reshape(1, -1).T, hi.reshape(1, -1).T) == radius_share(lo, hi)
+    unbounded = np.array([-np.inf, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])
+    undefined = np.array([np.nan, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])
+    assert radius_share(*unbounded) == np.inf
+    assert radius_share(*undefined) == np.inf
+    assert np.isnan(radius_share(np.zeros(5), np.zeros(5)))

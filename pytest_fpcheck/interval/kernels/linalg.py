@@ -230,13 +230,22 @@ def radius_share(a_lo: Array, a_hi: Array) -> float:
     against round-off of its midpoints. A choice of speed, never of soundness."""
     flats, _, _ = flat_views(a_lo, a_hi)
     step = max(1, flats[0].size // _SAMPLE)
-    lo, hi = flats[0][::step], flats[1][::step]
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        mid = lo * 0.5 + hi * 0.5
-        mid = np.where(np.isfinite(mid), mid, 0.0)  # as Interval.mid_rad takes them
-        radius = np.maximum(hi - mid, mid - lo)
-        radius = np.where(np.isnan(radius), np.inf, radius)
-        return float(np.sum(radius) / np.sum(np.abs(mid)))
+    return float(_radius_share(flats[0], flats[1], step))
+
+
+@jit(cache=True, error_model="numpy")
+def _radius_share(lo: np.ndarray, hi: np.ndarray, step: int) -> float:  # pragma: no cover
+    # the midpoint as Interval.mid_rad takes it (0 where not finite), the radius the larger
+    # distance to an end (inf where NaN)
+    radii, sizes = 0.0, 0.0
+    for i in range(0, lo.size, step):
+        a, b = lo[i], hi[i]
+        m = a * 0.5 + b * 0.5
+        m = m if abs(m) < math.inf else 0.0
+        r = max(b - m, m - a)
+        radii += r if (r == r) & (a == a) & (b == b) else math.inf
+        sizes += abs(m)
+    return radii / sizes
 
 
 def split_float32(
