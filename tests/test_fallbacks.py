@@ -376,20 +376,37 @@ def test_sums_and_products_onto_float64_with_usual_elements_alone(kind, switch, 
     assert np.all(np.isfinite(high))
 
 
-@pytest.mark.parametrize(("name", "n"), list(itertools.product(FORMATS, [2, 3])))
-def test_power_bounds(name, n):
+@pytest.mark.parametrize(
+    ("name", "n", "magnitude"), list(itertools.product(FORMATS, [2, 3], [False, True]))
+)
+def test_power_bounds(name, n, magnitude):
+    """Each end's chain of products, of x or of |x| (``magnitude``), on adversarial ends (most
+    take the general path) and on clean ones (the branch-free pass), intervals and points; with
+    ``magnitude`` the bits of the chain over :func:`ew.absolute`'s ends, what the rule took
+    before the kernel took |x| itself."""
+    from pytest_fpcheck.interval import elementwise as ew
+    from pytest_fpcheck.interval.core import Interval
     from pytest_fpcheck.interval.kernels import elementwise
 
     fmt = F.format_of(name)
-    lo, hi = ends(9)
-    kernel = elementwise._power_bounds(name == "float32", n)
-    for x_hi, point in ((hi, False), (lo, True)):  # an interval, a point
-        out = [np.empty(lo.size) for _ in range(4)]
-        args = (lo, x_hi, point, format_args(fmt))
-        kernel.dispatcher(*args, out[0], out[1])
-        kernel.fallback(*args, out[2], out[3])
-        assert same_bits(out[0], out[2])
-        assert same_bits(out[1], out[3])
+    rng = np.random.default_rng(12)
+    clean = rng.standard_normal(500) * 2.0 ** rng.integers(-20, 20, 500)
+    clean[::7] = 0.0
+    for lo, hi in (ends(9), (clean, clean + np.abs(rng.standard_normal(500)))):
+        kernel = elementwise._power_bounds(name == "float32", n, magnitude)
+        for x_hi, point in ((hi, False), (lo, True)):  # an interval, a point
+            out = [np.empty(lo.size) for _ in range(4)]
+            args = (lo, x_hi, point, format_args(fmt))
+            kernel.dispatcher(*args, out[0], out[1])
+            kernel.fallback(*args, out[2], out[3])
+            assert same_bits(out[0], out[2])
+            assert same_bits(out[1], out[3])
+            if magnitude:
+                with np.errstate(invalid="ignore"):
+                    size = ew.absolute(Interval(lo, x_hi) if not point else Interval.point(lo))
+                reference = elementwise.power_bounds(size.lo, size.hi, n, fmt)
+                assert same_bits(out[0], reference[0])
+                assert same_bits(out[1], reference[1])
 
 
 @pytest.mark.parametrize(("name", "increasing"), list(itertools.product(FORMATS, [False, True])))

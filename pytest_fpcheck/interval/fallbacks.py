@@ -454,6 +454,7 @@ def _operands(
 def power(
     fast32: bool,
     n: int,
+    magnitude: bool,
     x_lo: Array,
     x_hi: Array,
     point: bool,
@@ -461,9 +462,19 @@ def power(
     lo: Array,
     hi: Array,
 ) -> None:
-    """``kernels.elementwise._power_bounds(fast32, n)``: n - 1 interval products of each end's
-    chain by the point it starts from (:func:`mul`, stepped outward), the lower end's lower end
-    and the upper end's upper end (a point's two chains are one: ``point`` changes nothing)."""
+    """``kernels.elementwise._power_bounds(fast32, n, magnitude)``: n - 1 interval products of
+    each end's chain by the point it starts from (:func:`mul`, stepped outward), the lower end's
+    lower end and the upper end's upper end (a point's two chains are one: ``point`` changes
+    nothing); with ``magnitude`` of |x| over the ends (0 below where it spans 0, NaN where an
+    end is)."""
+    if magnitude:
+        size_lo, size_hi = np.abs(x_lo), np.abs(x_hi)
+        with np.errstate(invalid="ignore"):
+            spans = (x_lo < 0) & (x_hi > 0)
+            x_lo, x_hi = (
+                np.where(spans, 0.0, np.minimum(size_lo, size_hi)),
+                np.maximum(size_lo, size_hi),
+            )
     for start, out, pick in ((x_lo, lo, 0), (x_hi, hi, 1)):
         chain = (start, start)
         for _ in range(n - 1):

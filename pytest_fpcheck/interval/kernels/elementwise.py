@@ -586,13 +586,73 @@ def _finish(
     return lo, hi
 
 
-@functools.cache
-def _power_bounds(fast32: bool, n: int) -> Callable[..., None]:
-    """The compiled kernel for this switch and exponent (compiled on first use, then cached):
-    ``n`` is a constant of the compiled code, so that the chain of products is unrolled and the
-    loop over elements vectorises."""
+@jit(cache=True, forceinline=True)
+def _power_operand(
+    a: float, b: float, point: bool, magnitude: bool
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """The ends whose powers are taken: [a, b] itself, or with ``magnitude`` |x| over it as
+    :func:`..elementwise.absolute` gives it (0 below where it spans 0, NaN at both ends where an
+    end is NaN: NumPy's minimum and maximum)."""
+    if not magnitude:
+        return a, b
+    if point:
+        return abs(a), abs(a)
+    low = _select((a < 0) & (b > 0), 0.0, min(abs(a), abs(b)))
+    undefined = (a != a) | (b != b)
+    return _select(undefined, math.nan, low), _select(undefined, math.nan, max(abs(a), abs(b)))
 
-    @jit(cache=True, error_model="numpy", fallback=functools.partial(fallbacks.power, fast32, n))
+
+@jit(cache=True, forceinline=True)
+def _power_usual(
+    a: float, b: float, point: bool, n: int, fast32: bool
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """:func:`_power_element` onto float32 (``fast32``) or float64 by the usual path of each
+    product (:func:`usual_ends`), without a branch, and whether every product was usual."""
+    low, high, usual = a, a, True
+    for _ in range(n - 1):
+        low, high, step = usual_ends(low, high, a, a, True, True, fast32)
+        usual &= step
+    if not point:
+        upper_low, high = b, b
+        for _ in range(n - 1):
+            upper_low, high, step = usual_ends(upper_low, high, b, b, True, True, fast32)
+            usual &= step
+    return low, high, usual
+
+
+@jit(cache=True, forceinline=True)
+def _power_element(
+    a: float,
+    b: float,
+    point: bool,
+    n: int,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """Each end's power by n - 1 products by the end itself, each rounded onto the format in
+    an unknown direction (interval products by a point, stepped outward): the lower end's
+    chain's lower end, the upper end's chain's upper end (a point's one chain gives both)."""
+    low, high = a, a
+    for _ in range(n - 1):
+        low, high = product_element(low, high, a, a, True, fa, fast32)
+    if not point:
+        upper_low, high = b, b
+        for _ in range(n - 1):
+            upper_low, high = product_element(upper_low, high, b, b, True, fa, fast32)
+    return low, high
+
+
+@functools.cache
+def _power_bounds(fast32: bool, n: int, magnitude: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches and exponent (compiled on first use, then
+    cached): ``n`` is a constant of the compiled code, so that the chain of products is
+    unrolled and the loop over elements vectorises; ``magnitude``: the powers of |x|."""
+
+    @jit(
+        cache=True,
+        error_model="numpy",
+        fallback=functools.partial(fallbacks.power, fast32, n, magnitude),
+    )
     def kernel(
         x_lo: np.ndarray,
         x_hi: np.ndarray,
@@ -601,28 +661,36 @@ def _power_bounds(fast32: bool, n: int) -> Callable[..., None]:
         lo: np.ndarray,
         hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
-        for i in range(lo.size):
-            # each end's power by n - 1 products by the end itself, each rounded onto the
-            # format in an unknown direction: interval products by a point, stepped outward
-            x = x_lo[i]
-            low, high = x, x
-            for _ in range(n - 1):
-                low, high = product_element(low, high, x, x, True, fa, fast32)
-            if not point:  # a point's one chain gives both ends
-                x = x_hi[i]
-                upper_low, high = x, x
-                for _ in range(n - 1):
-                    upper_low, high = product_element(upper_low, high, x, x, True, fa, fast32)
-            lo[i], hi[i] = low, high
+        # onto float32 or float64, the elements whose every product is usual in one
+        # branch-free pass, then the others by the general path
+        first = fast32 or fa[0]
+        missed = 0
+        if first:
+            for k in range(lo.size):
+                i = np.uint64(k)
+                a, b = _power_operand(x_lo[i], x_hi[i], point, magnitude)
+                lo[i], hi[i], usual = _power_usual(a, b, point, n, fast32)
+                missed += not usual
+            if not missed:
+                return
+        for k in range(lo.size):
+            i = np.uint64(k)
+            a, b = _power_operand(x_lo[i], x_hi[i], point, magnitude)
+            if first and _power_usual(a, b, point, n, fast32)[2]:
+                continue  # written by the first pass
+            lo[i], hi[i] = _power_element(a, b, point, n, fa, fast32)
 
     return kernel
 
 
-def power_bounds(x_lo: Array, x_hi: Array, n: int, fmt: Format) -> tuple[Array, Array]:
+def power_bounds(
+    x_lo: Array, x_hi: Array, n: int, fmt: Format, *, magnitude: bool = False
+) -> tuple[Array, Array]:
     """[lo, hi]: lo the lower end of the enclosure of ``x_lo ** n`` computed by n - 1
     multiplications in ``fmt`` (each rounded in an unknown direction), hi the upper end of that
     of ``x_hi ** n`` (``n >= 1``): the enclosure of the n-th power over a range on which it is
-    increasing (non-negative ends, or any ends for odd ``n``), in one pass."""
+    increasing (non-negative ends, or any ends for odd ``n``), in one pass; with ``magnitude``
+    of |x| over [``x_lo``, ``x_hi``] (an even power's), taken in the same pass."""
     shape = np.broadcast_shapes(np.shape(x_lo), np.shape(x_hi))
     low = np.ascontiguousarray(np.broadcast_to(x_lo, shape), dtype=np.float64).reshape(-1)
     high = (
@@ -632,7 +700,7 @@ def power_bounds(x_lo: Array, x_hi: Array, n: int, fmt: Format) -> tuple[Array, 
     )
     lo, hi = np.empty(shape), np.empty(shape)
     if lo.size:
-        _power_bounds(fmt.name == "float32", int(n))(
+        _power_bounds(fmt.name == "float32", int(n), magnitude)(
             low, high, high is low, format_args(fmt), lo.reshape(-1), hi.reshape(-1)
         )
     return lo, hi

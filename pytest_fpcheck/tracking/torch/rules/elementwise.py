@@ -342,8 +342,7 @@ def _pow(ctx: RuleContext) -> Interval:
         return Interval.point(np.ones(a.shape))
     if p.is_integer() and 0 < p <= 64:
         n = int(p)
-        ends = ew.absolute(a) if n % 2 == 0 else a
-        result = Interval(*power_bounds(ends.lo, ends.hi, n, ctx.compute))
+        result = Interval(*power_bounds(a.lo, a.hi, n, ctx.compute, magnitude=n % 2 == 0))
         # the chain's ends lie on the compute format's grid: only a narrower format rounds
         return result if ctx.fmt.name == ctx.compute.name else result.to_format(ctx.fmt)
     if p == 0.5:
