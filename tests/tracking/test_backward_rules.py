@@ -249,3 +249,24 @@ def test_average_pooling_and_its_backward(dtype: torch.dtype) -> None:
     check(
         lambda g, x: aten.avg_pool2d_backward(g, x, [3, 3], [2, 2], [0, 0], False, True, None), g, x
     )
+
+
+def test_slice_and_select_backward_place_the_gradients_enclosure() -> None:
+    """``slice_backward`` and ``select_backward`` are exact placements (rule, no
+    decomposition): the gradient's enclosure where the slice was, exact zeros elsewhere."""
+    from pytest_fpcheck.interval.registry import registered
+
+    g = rand(5, 4, dtype=torch.float32)
+    lo, hi = g.double() - 0.25, g.double() + 0.5
+    with fp.track(strict=True, assume={g: fp.hull(lo, hi)}):
+        sliced = aten.slice_backward(g, [9, 4], 0, 2, 7, 1)
+        selected = aten.select_backward(g[0], [3, 4], 0, 1)
+    for out, place, shape in ((sliced, (slice(2, 7),), (9, 4)), (selected, (1,), (3, 4))):
+        bounds = fp.bounds_of(out)
+        assert bounds is not None
+        want_lo, want_hi = np.zeros(shape), np.zeros(shape)
+        want_lo[place] = lo.numpy() if out is sliced else lo[0].numpy()
+        want_hi[place] = hi.numpy() if out is sliced else hi[0].numpy()
+        assert np.array_equal(bounds.lo, want_lo)
+        assert np.array_equal(bounds.hi, want_hi)
+    assert {"aten.slice_backward", "aten.select_backward"} <= set(registered())

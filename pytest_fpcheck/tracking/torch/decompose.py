@@ -1,7 +1,7 @@
 """Bounds from PyTorch's decompositions, for operations without a rule of their own (issue 19).
 
 Many ATen kernels, the backward ones above all (``_softmax_backward_data``,
-``slice_backward``, ``nll_loss2d_backward``, ...), have a
+``nll_loss2d_backward``, ...), have a
 decomposition into simpler operations in ``torch._decomp`` (PyTorch's own reference, used by
 its compilers; STYLE.md principle 15). Where an operation has neither a rule nor a composite
 kernel, the tracker bounds it with its decomposition:

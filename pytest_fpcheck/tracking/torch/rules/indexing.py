@@ -173,6 +173,8 @@ for _name in (
     "aten.scatter",
     "aten.slice_scatter",
     "aten.select_scatter",
+    "aten.slice_backward",
+    "aten.select_backward",
     "aten.diagonal_scatter",
     "aten.index_put",
     "aten.masked_scatter",
