@@ -335,15 +335,18 @@ def _gelu_backward(ctx: RuleContext) -> Interval:
             )
     else:  # the whole line where NaN is possible, already
         derivative = _gelu_erf_derivative(x, c)
-    product = ew.mul(g, derivative, F64, operand_bits=64)
-    product = ew.everything_where_nan(product)
-    if nan is not None and nan.any():
-        shape = np.broadcast_shapes(product.shape, nan.shape)
-        product = Interval(
-            np.where(nan, -np.inf, np.broadcast_to(product.lo, shape)),
-            np.where(nan, np.inf, np.broadcast_to(product.hi, shape)),
+    # the product's ends are never NaN (an undefined product is the whole line); rounded to
+    # nearest in the product's own pass (bit for bit the float64 product, then to_nearest)
+    if ctx.nearest:
+        result = ew.mul(g, derivative, ctx.fmt, operand_bits=64, nearest=True)
+    else:
+        result = ew.mul(g, derivative, F64, operand_bits=64).to_format(ctx.fmt)
+    if nan is not None and nan.any():  # infinite ends: the same after either rounding
+        shape = np.broadcast_shapes(result.shape, nan.shape)
+        result = Interval(
+            np.where(nan, -np.inf, np.broadcast_to(result.lo, shape)),
+            np.where(nan, np.inf, np.broadcast_to(result.hi, shape)),
         )
-    result = product.to_nearest(ctx.fmt) if ctx.nearest else product.to_format(ctx.fmt)
     return _bfloat16_flush(result, ctx.fmt)
 
 
