@@ -483,3 +483,8 @@ def test_div_bounds(name, shapes):
     for b_ends in ((b_lo, b_hi), (b_lo, b_lo), (np.abs(b_lo) + 1e-300, np.abs(b_hi) + 1)):
         args = (a_lo, a_hi, a_period, b_ends[0], b_ends[1], b_period, format_args(fmt))
         written_alike(kernel, args, size)
+    if shapes[1] == (1,):  # by one number: each special value as the divisor
+        for y in adversarial(2)[:120]:
+            divisor = np.array([y])
+            args = (a_lo, a_hi, a_period, divisor, divisor, 1, format_args(fmt))
+            written_alike(kernel, args, size)

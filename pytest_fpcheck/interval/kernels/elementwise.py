@@ -847,6 +847,14 @@ def _div_bounds(fast32: bool) -> Callable[..., None]:
         lo: np.ndarray,
         hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
+        if b_period == 1 and a_period == lo.size and b_lo[0] == b_hi[0]:
+            # by one number (a scale): its two ends one variable, so that LLVM computes each
+            # dividend's quotient once and hoists the divisor's tests out of the loop
+            y = b_lo[0]
+            for k in range(lo.size):
+                i = np.uint64(k)
+                lo[i], hi[i] = quotient_element(a_lo[i], a_hi[i], y, y, fa, fast32)
+            return
         block = block_length(lo.size, a_period, b_period)
         a_step, b_step = int(a_period > 1), int(b_period > 1)
         for start in range(0, lo.size, block):
