@@ -380,8 +380,8 @@ def test_sums_and_products_onto_float64_with_usual_elements_alone(kind, switch, 
     ("name", "n", "magnitude"), list(itertools.product(FORMATS, [2, 3], [False, True]))
 )
 def test_power_bounds(name, n, magnitude):
-    """Each end's chain of products, of x or of |x| (``magnitude``), on adversarial ends (most
-    take the general path) and on clean ones (the branch-free pass), intervals and points; with
+    """Each end's chain of products, of x or of |x| (``magnitude``), on adversarial ends and on
+    clean ones (zeros among them), intervals and points; with
     ``magnitude`` the bits of the chain over :func:`ew.absolute`'s ends, what the rule took
     before the kernel took |x| itself."""
     from pytest_fpcheck.interval import elementwise as ew
