@@ -202,6 +202,8 @@ def _div(ctx: RuleContext) -> Interval:
             quotient = Interval(
                 np.where(infinite, -np.inf, quotient.lo), np.where(infinite, np.inf, quotient.hi)
             )
+    elif ctx.fmt.name == ctx.compute.name:  # the quotient's ends are on the format's grid
+        return quotient
     return quotient.to_format(ctx.fmt)
 
 
