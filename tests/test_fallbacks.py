@@ -301,6 +301,31 @@ def test_gelu_erf_bounds(name, point):
         assert same_bits(out[1], out[3])
 
 
+@pytest.mark.parametrize(("name", "point"), list(itertools.product(FORMATS, [False, True])))
+def test_unimodal_bounds(name, point):
+    """A unimodal function's enclosure from its end values (SiLU's), on adversarial ends and
+    values (NaN, infinities, zeros, subnormals), the minimum held or not."""
+    from pytest_fpcheck.tracking.torch.rules import composite as rules
+
+    fmt = F.format_of(name)
+    lo, hi = ends(7)
+    if point:
+        hi = lo
+    with np.errstate(all="ignore"):
+        f_lo = rules._silu(lo)
+        f_hi = f_lo if point else rules._silu(hi)
+    compute = F.format_of("float32")
+    for minimum in [rules._SILU_MINIMUM, (0.0, 0.0)]:
+        c = (*minimum, 6.5 * compute.unit_roundoff, 2.0**-114)
+        kernel = composite._unimodal_bounds(point, name == "float32")
+        out = [np.empty(lo.size) for _ in range(4)]
+        args = (lo, hi, f_lo, f_hi, c, format_args(fmt))
+        kernel.dispatcher(*args, out[0], out[1])
+        kernel.fallback(*args, out[2], out[3])
+        assert same_bits(out[0], out[2])
+        assert same_bits(out[1], out[3])
+
+
 SHAPES = [
     ((6, 35), (6, 35)),
     ((6, 35), (35,)),

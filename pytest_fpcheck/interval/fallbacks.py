@@ -44,6 +44,7 @@ __all__ = [
     "step_all",
     "sum_ends",
     "summary",
+    "unimodal",
 ]
 
 _BIG64 = float(np.finfo(np.float64).max)
@@ -430,6 +431,42 @@ def gelu_erf(
         spread = x_mag * u * (9.0 + 0.5 * x_mag) + floor + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
         down_end, up_end = low - spread, high + spread
         whole = (f_a != f_a) | (down_end != down_end) | (up_end != up_end)
+        low_out, high_out = outward_step(down_end, up_end, fa, fast32)
+    out_lo[:] = np.where(whole, -math.inf, low_out)
+    out_hi[:] = np.where(whole, math.inf, high_out)
+
+
+def unimodal(
+    point: bool,
+    fast32: bool,
+    lo: Array,
+    hi: Array,
+    f_lo: Array,
+    f_hi: Array,
+    c: tuple[float, float, float, float],
+    fa: FormatArgs,
+    out_lo: Array,
+    out_hi: Array,
+) -> None:
+    """``kernels.composite._unimodal_bounds(point, fast32)``: a unimodal function's enclosure
+    from its values at the ends."""
+    x_min, f_min, per_f, constant = c
+    with np.errstate(all="ignore"):
+        a = lo
+        if point:
+            b, low, high = a, f_lo, f_lo
+        else:
+            b = hi
+            low, high = _minimum(f_lo, f_hi), _maximum(f_lo, f_hi)
+            holds_minimum = (a <= x_min + 1e-9) & (x_min - 1e-9 <= b)
+            low = np.where(holds_minimum, _minimum(low, np.float64(f_min)), low)
+            undefined = (f_lo != f_lo) | (f_hi != f_hi)
+            low, high = np.where(undefined, math.nan, low), np.where(undefined, math.nan, high)
+        x_mag = _maximum(np.abs(a), np.abs(b))
+        f_mag = _maximum(np.abs(low), np.abs(high))
+        spread = per_f * f_mag + constant + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
+        down_end, up_end = low - spread, high + spread
+        whole = (down_end != down_end) | (up_end != up_end)
         low_out, high_out = outward_step(down_end, up_end, fa, fast32)
     out_lo[:] = np.where(whole, -math.inf, low_out)
     out_hi[:] = np.where(whole, math.inf, high_out)

@@ -55,6 +55,7 @@ from .composite import (
     gelu_erf_derivative_bounds,
     silu_backward_bounds,
     tanh_backward_bounds,
+    unimodal_bounds,
 )
 from .elementwise import add_bounds, div_bounds, library_bounds, mul_bounds, power_bounds
 from .linalg import (
@@ -102,4 +103,5 @@ __all__ = [
     "sum_ends",
     "summary",
     "tanh_backward_bounds",
+    "unimodal_bounds",
 ]

@@ -7,7 +7,8 @@ the rule ``aten.gelu_backward``), SiLU's gradient
 (:func:`silu_backward_bounds`, the rule ``aten.silu_backward`` of
 :mod:`pytest_fpcheck.tracking.torch.rules.backward`), and tanh's gradient ``g (1 - y y)`` as
 its three interval operations in one pass (:func:`tanh_backward_bounds`, the rule
-``aten.tanh_backward``).
+``aten.tanh_backward``), and the hull of any unimodal function's end values with an allowance
+per unit of the function (:func:`unimodal_bounds`: SiLU, the rule ``aten.silu``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "gelu_erf_derivative_bounds",
     "silu_backward_bounds",
     "tanh_backward_bounds",
+    "unimodal_bounds",
 ]
 
 
@@ -160,6 +162,127 @@ def gelu_erf_bounds(
         erf_lo,
         erf_hi,
         constants,
+        format_args(fmt),
+        flat(out_lo),
+        flat(out_hi),
+    )
+    return out_lo, out_hi
+
+
+@jit(cache=True, forceinline=True)
+def _unimodal_element(
+    a: float,
+    b: float,
+    f_a: float,
+    f_b: float,
+    point: bool,
+    c: tuple[float, float, float, float],
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """The hull's ends of one element moved out by the allowance, before rounding (NaN where
+    f is NaN at an end)."""
+    x_min, f_min, per_f, constant = c
+    if point:
+        b, low, high = a, f_a, f_a
+    else:
+        low, high = min(f_a, f_b), max(f_a, f_b)
+        holds_minimum = (a <= x_min + 1e-9) & (x_min - 1e-9 <= b)
+        low = _select(holds_minimum, min(low, f_min), low)
+        undefined = (f_a != f_a) | (f_b != f_b)
+        low, high = _select(undefined, math.nan, low), _select(undefined, math.nan, high)
+    x_mag = max(abs(a), abs(b))
+    f_mag = max(abs(low), abs(high))
+    spread = per_f * f_mag + constant + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
+    return low - spread, high + spread
+
+
+@jit(cache=True, forceinline=True)
+def _unimodal_loop(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    f_lo: np.ndarray,
+    f_hi: np.ndarray,
+    point: bool,
+    c: tuple[float, float, float, float],
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+    out_lo: np.ndarray,
+    out_hi: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    # onto float64 (a run that rounds to nearest), the usual elements in one branch-free pass
+    # that vectorises: both moved ends finite and nonzero, where the general path steps each
+    # one unit of its pattern out and float64 keeps it; then the others
+    missed = 0
+    if fa[0]:
+        for n in range(lo.size):
+            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
+            down_end, up_end = _unimodal_element(lo[i], hi[i], f_lo[i], f_hi[i], point, c)
+            out_lo[i], out_hi[i], ordinary = steps_out(down_end, up_end)
+            missed += not ordinary
+        if not missed:
+            return
+    for n in range(lo.size):
+        i = np.uint64(n)
+        down_end, up_end = _unimodal_element(lo[i], hi[i], f_lo[i], f_hi[i], point, c)
+        if missed and steps_out(down_end, up_end)[2]:
+            continue  # written by the first pass
+        if down_end != down_end or up_end != up_end:
+            out_lo[i], out_hi[i] = -math.inf, math.inf
+        else:
+            out_lo[i], out_hi[i] = outward_step(down_end, up_end, fa, fast32)
+
+
+@functools.cache
+def _unimodal_bounds(point: bool, fast32: bool) -> Callable[..., None]:
+    """The compiled kernel for these switches (compiled on first use, then cached)."""
+
+    @jit(
+        cache=True,
+        error_model="numpy",
+        fallback=functools.partial(fallbacks.unimodal, point, fast32),
+    )
+    def kernel(
+        lo: np.ndarray,
+        hi: np.ndarray,
+        f_lo: np.ndarray,
+        f_hi: np.ndarray,
+        c: tuple[float, float, float, float],
+        fa: tuple[bool, int, float, int, float, bool],
+        out_lo: np.ndarray,
+        out_hi: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
+        _unimodal_loop(lo, hi, f_lo, f_hi, point, c, fa, fast32, out_lo, out_hi)
+
+    return kernel
+
+
+def unimodal_bounds(
+    lo: Array,
+    hi: Array,
+    point: bool,
+    function: Callable[[Array], Array],
+    minimum: tuple[float, float],
+    allowance: tuple[float, float],
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """The enclosure of a function with one minimum (``minimum`` = (abscissa, value rounded
+    down)) that increases away from it on both sides, over [lo, hi] (``point``: one array for
+    both): the hull of its end values (``function``, a float64 array function) and of the
+    minimum where [lo, hi] holds its abscissa (within 1e-9), widened by the kernel's evaluation
+    error ``allowance`` = (per unit of |f|, constant) and by 2**-48 (|f| + |x|) + 2**-1000 for
+    the float64 evaluation here, stepped outward and rounded onto ``fmt``; the whole line where
+    an end value is NaN. One compiled pass after ``function`` at both ends
+    (``rules.composite._unimodal`` states the rule; its NumPy evaluation gives these bits)."""
+    flats, order, _ = flat_views(lo, hi)
+    with np.errstate(all="ignore"):
+        f_lo = np.ascontiguousarray(function(flats[0]), dtype=np.float64)
+        f_hi = f_lo if point else np.ascontiguousarray(function(flats[1]), dtype=np.float64)
+    out_lo, out_hi = empty_like_order(lo.shape, order), empty_like_order(lo.shape, order)
+    _unimodal_bounds(point, fmt.name == "float32")(
+        flats[0],
+        flats[1],
+        f_lo,
+        f_hi,
+        (minimum[0], minimum[1], allowance[0], allowance[1]),
         format_args(fmt),
         flat(out_lo),
         flat(out_hi),

@@ -14,6 +14,7 @@ from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ....interval.kernels import (
     gelu_erf_bounds,
+    unimodal_bounds,
 )
 from ....interval.rounding import down, up
 from ..context import RuleContext
@@ -119,17 +120,21 @@ def _gelu(ctx: RuleContext) -> Interval:
     return Interval(lo, hi).to_nearest(ctx.fmt) if ctx.nearest else Interval(lo, hi)
 
 
+_SILU_MINIMUM = (-1.278464542761074, -0.27846454276107386)
+
+
 @rule("aten.silu")
 def _silu_rule(ctx: RuleContext) -> Interval:
     """ATen: x / (1 + exp(-x)): exp errs by 4 u relatively, 1 + exp by 5 u, the quotient by 6.1 u
     (6.5 u taken); where exp(-x) overflows the result is 0 instead of |x| e^x <= 2^(emin + 12).
-    One minimum, at -1.27846."""
+    One minimum, at -1.27846: :func:`_unimodal`'s rule with the allowance 6.5 u |f| + that
+    floor, in one compiled pass (:func:`~pytest_fpcheck.interval.kernels.unimodal_bounds`)."""
     c = ctx.compute
-    u = c.unit_roundoff
-    floor = math.ldexp(1.0, c.emin + 12)
-    return _unimodal(
-        ctx, _silu, (-1.278464542761074, -0.27846454276107386), lambda x, f: 6.5 * u * f + floor
-    )
+    a = ctx.operand(ctx.args[0], c)
+    allowance = (6.5 * c.unit_roundoff, math.ldexp(1.0, c.emin + 12))
+    target = F64 if ctx.nearest else ctx.fmt
+    lo, hi = unimodal_bounds(a.lo, a.hi, a.is_point, _silu, _SILU_MINIMUM, allowance, target)
+    return Interval(lo, hi).to_nearest(ctx.fmt) if ctx.nearest else Interval(lo, hi)
 
 
 @rule("aten.elu")
