@@ -270,3 +270,24 @@ def test_slice_and_select_backward_place_the_gradients_enclosure() -> None:
         assert np.array_equal(bounds.lo, want_lo)
         assert np.array_equal(bounds.hi, want_hi)
     assert {"aten.slice_backward", "aten.select_backward"} <= set(registered())
+
+
+def test_clone_copies_the_enclosure_into_memory_of_its_own() -> None:
+    """``clone`` of a tracked tensor (contiguous, transposed, 0-d): the operand's enclosure,
+    its ends equal, held apart from the operand's record (writing one leaves the other)."""
+    base = rand(6, 5, dtype=torch.float32)
+    lo, hi = base.double() - 0.125, base.double() + 0.25
+    with fp.track(strict=True, assume={base: fp.hull(lo, hi)}):
+        copies = [base.clone(), base.t().clone(), base[2, 3].clone()]
+        views = [base, base.t(), base[2, 3]]
+        base.add_(1.0)  # the operand changes; the copies' enclosures must not
+    for copy, view, (want_lo, want_hi) in zip(
+        copies, views, [(lo, hi), (lo.t(), hi.t()), (lo[2, 3], hi[2, 3])], strict=True
+    ):
+        bounds = fp.bounds_of(copy)
+        assert bounds is not None
+        assert np.array_equal(bounds.lo, want_lo.numpy())
+        assert np.array_equal(bounds.hi, want_hi.numpy())
+        moved = fp.bounds_of(view)
+        assert moved is not None
+        assert not np.array_equal(moved.lo, bounds.lo)

@@ -149,7 +149,6 @@ def _output_format(ctx: RuleContext, position: int) -> Format | None:
 
 
 for _name in (
-    "aten.clone",
     "aten.contiguous",
     "aten.cat",
     "aten.stack",
@@ -215,6 +214,15 @@ for _name in (
     "aten.adaptive_max_pool2d",
 ):
     register_rule(_name, _monotone)
+
+
+@rule("aten.clone")
+def _clone(ctx: RuleContext) -> Interval:
+    """A copy: the operand's enclosure itself, in memory of its own (the record takes it as
+    it is, where an operation run on the ends gives memory a tensor owns, which it copies)."""
+    a = ctx.interval(ctx.args[0])
+    low = np.array(a.lo, dtype=np.float64)
+    return Interval.point(low) if a.is_point else Interval(low, np.array(a.hi, dtype=np.float64))
 
 
 @rule("aten.nan_to_num")
