@@ -291,3 +291,20 @@ def test_clone_copies_the_enclosure_into_memory_of_its_own() -> None:
         moved = fp.bounds_of(view)
         assert moved is not None
         assert not np.array_equal(moved.lo, bounds.lo)
+
+
+def test_cat_joins_the_enclosures() -> None:
+    """``cat`` of tracked and untracked tensors along each dimension, with a legacy empty
+    tensor that ``torch.cat`` skips: the enclosures joined, each element its operand's."""
+    a, b = rand(3, 4, dtype=torch.float32), rand(3, 4, dtype=torch.float32)
+    lo, hi = a.double() - 0.125, a.double() + 0.25
+    with fp.track(strict=True, assume={a: fp.hull(lo, hi)}):
+        joined = [torch.cat([a, b], dim) for dim in (0, 1, -1)]
+        skipping = torch.cat([torch.empty(0), a, b])
+        both_points = torch.cat([b, b], 1)
+    for out, dim in zip([*joined, skipping], (0, 1, -1, 0), strict=True):
+        bounds = fp.bounds_of(out)
+        assert bounds is not None
+        assert np.array_equal(bounds.lo, torch.cat([lo, b.double()], dim).numpy())
+        assert np.array_equal(bounds.hi, torch.cat([hi, b.double()], dim).numpy())
+    assert fp.bounds_of(both_points) is None  # exact, never tracked

@@ -150,7 +150,6 @@ def _output_format(ctx: RuleContext, position: int) -> Format | None:
 
 for _name in (
     "aten.contiguous",
-    "aten.cat",
     "aten.stack",
     "aten.index",
     "aten.index_select",
@@ -218,11 +217,39 @@ for _name in (
 
 @rule("aten.clone")
 def _clone(ctx: RuleContext) -> Interval:
-    """A copy: the operand's enclosure itself, in memory of its own (the record takes it as
-    it is, where an operation run on the ends gives memory a tensor owns, which it copies)."""
+    """A copy: the operand's enclosure itself, in memory of its own in C order (a contiguous
+    result's record takes it as it is, where an operation run on the ends gives memory a
+    tensor owns, which the record copies again)."""
     a = ctx.interval(ctx.args[0])
-    low = np.array(a.lo, dtype=np.float64)
-    return Interval.point(low) if a.is_point else Interval(low, np.array(a.hi, dtype=np.float64))
+    low = np.array(a.lo, dtype=np.float64, order="C")
+    if a.is_point:
+        return Interval.point(low)
+    return Interval(low, np.array(a.hi, dtype=np.float64, order="C"))
+
+
+@rule("aten.cat")
+def _cat(ctx: RuleContext) -> Any:
+    """Tensors of the result's type joined along ``dim``: their enclosures joined, in memory of
+    their own (a contiguous result's record takes it as it is); skipped as ``torch.cat`` skips
+    them, the empty tensors of shape (0,). Operands of other types (converted by the kernel)
+    take the monotone rule."""
+    tensors, out = list(ctx.arg(0, "tensors")), ctx.outputs[0]
+    if not all(isinstance(t, torch.Tensor) and t.dtype == out.dtype for t in tensors):
+        return _monotone(ctx)
+    parts = [ctx.interval(t) for t in tensors if t.shape != (0,)]
+    if not parts or out.dim() == 0:
+        return _monotone(ctx)
+    axis = int(ctx.arg(1, "dim", 0)) % out.dim()
+
+    def joined(ends: list[np.ndarray]) -> np.ndarray:
+        result = np.empty(tuple(out.shape))  # C order, whatever the operands' layout
+        np.concatenate(ends, axis=axis, out=result)
+        return result
+
+    low = joined([p.lo for p in parts])
+    if all(p.is_point for p in parts):
+        return Interval.point(low)
+    return Interval(low, joined([p.hi for p in parts]))
 
 
 @rule("aten.nan_to_num")
