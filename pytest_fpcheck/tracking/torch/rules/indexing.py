@@ -171,8 +171,6 @@ for _name in (
     "aten.scatter",
     "aten.slice_scatter",
     "aten.select_scatter",
-    "aten.slice_backward",
-    "aten.select_backward",
     "aten.diagonal_scatter",
     "aten.index_put",
     "aten.masked_scatter",
@@ -250,6 +248,30 @@ def _cat(ctx: RuleContext) -> Any:
     if all(p.is_point for p in parts):
         return Interval.point(low)
     return Interval(low, joined([p.hi for p in parts]))
+
+
+@rule("aten.slice_backward", "aten.select_backward")
+def _placed(ctx: RuleContext) -> Interval:
+    """A gradient placed into zeros of the input's shape (``slice_backward``: at
+    ``[start:end:step]`` of ``dim``, which slices as Python's do; ``select_backward``: at
+    ``index`` of ``dim``): its enclosure there, exact zeros elsewhere, in memory of its own."""
+    g = ctx.interval(ctx.args[0])
+    shape = tuple(int(k) for k in ctx.arg(1, "input_sizes"))
+    dim = int(ctx.arg(2, "dim")) % len(shape)
+    if ctx.call.functional == "aten.slice_backward":
+        start, end, step = (ctx.arg(i, name) for i, name in ((3, "start"), (4, "end"), (5, "step")))
+        place: Any = slice(int(start), int(end), int(step))
+    else:
+        place = int(ctx.arg(3, "index"))
+    where = (slice(None),) * dim + (place,)
+
+    def placed(end: np.ndarray) -> np.ndarray:
+        result = np.zeros(shape)
+        result[where] = end
+        return result
+
+    low = placed(g.lo)
+    return Interval.point(low) if g.is_point else Interval(low, placed(g.hi))
 
 
 @rule("aten.nan_to_num")
