@@ -27,7 +27,6 @@ import torch
 
 from ....adapters.torch import internal
 from ....formats import Format
-from ....interval import elementwise as ew
 from ....interval.core import Interval
 from ....interval.rounding import down, up
 from ..context import RuleContext
@@ -108,9 +107,10 @@ def _accumulated(
         spread = up(relative * total + evaluation * total + count * fmt.smallest_subnormal)
         spread = np.where(count == 0, 0.0, spread)
         may_overflow = up(total * (1 + relative) * (1 + evaluation)) > fmt.max_finite
+        # down and up take NaN to -inf and +inf: no end is NaN
         lo = np.where(may_overflow, -np.inf, down(lo - spread))
         hi = np.where(may_overflow, np.inf, up(hi + spread))
-    return ew.everything_where_nan(Interval(lo, hi)).to_format(fmt)
+    return Interval(lo, hi).to_format(fmt)
 
 
 @rule("aten.embedding_dense_backward")
