@@ -397,6 +397,46 @@ def epilogue_nearest(
     nearest_all(low, high, *n, lo, hi)
 
 
+def _hull(
+    point: bool,
+    fast32: bool,
+    gelu: bool,
+    lo: Array,
+    hi: Array,
+    v_lo: Array,
+    v_hi: Array,
+    c: tuple[float, float, float, float],
+    fa: FormatArgs,
+    out_lo: Array,
+    out_hi: Array,
+) -> None:
+    """``kernels.composite._hull_loop``: a unimodal function's enclosure from ``v`` at the ends
+    (with ``gelu``: erf(x / sqrt 2), GELU's allowance; else f, the allowance per |f|)."""
+    x_min, f_min, k1, k2 = c
+    with np.errstate(all="ignore"):
+        a = lo
+        f_a = 0.5 * a * (1.0 + v_lo) if gelu else v_lo
+        if point:
+            b, low, high = a, f_a, f_a
+        else:
+            b = hi
+            f_b = 0.5 * b * (1.0 + v_hi) if gelu else v_hi
+            low, high = _minimum(f_a, f_b), _maximum(f_a, f_b)
+            holds_minimum = (a <= x_min + 1e-9) & (x_min - 1e-9 <= b)
+            low = np.where(holds_minimum, _minimum(low, np.float64(f_min)), low)
+            undefined = (f_a != f_a) | (f_b != f_b)
+            low, high = np.where(undefined, math.nan, low), np.where(undefined, math.nan, high)
+        x_mag = _maximum(np.abs(a), np.abs(b))
+        f_mag = _maximum(np.abs(low), np.abs(high))
+        allowance = x_mag * k1 * (9.0 + 0.5 * x_mag) + k2 if gelu else k1 * f_mag + k2
+        spread = allowance + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
+        down_end, up_end = low - spread, high + spread
+        whole = (down_end != down_end) | (up_end != up_end)
+        low_out, high_out = outward_step(down_end, up_end, fa, fast32)
+    out_lo[:] = np.where(whole, -math.inf, low_out)
+    out_hi[:] = np.where(whole, math.inf, high_out)
+
+
 def gelu_erf(
     point: bool,
     fast32: bool,
@@ -411,29 +451,7 @@ def gelu_erf(
 ) -> None:
     """``kernels.composite._gelu_erf_bounds(point, fast32)``: GELU's enclosure from the erf
     values of the ends."""
-    x_min, f_min, u, floor = c
-    with np.errstate(all="ignore"):
-        a = lo
-        f_a = 0.5 * a * (1.0 + erf_lo)
-        if point:
-            b, low, high = a, f_a, f_a
-        else:
-            b = hi
-            f_b = 0.5 * b * (1.0 + erf_hi)
-            low, high = _minimum(f_a, f_b), _maximum(f_a, f_b)
-            holds_minimum = (a <= x_min + 1e-9) & (x_min - 1e-9 <= b)
-            low = np.where(holds_minimum, _minimum(low, np.float64(f_min)), low)
-            undefined = f_b != f_b
-            low = np.where(undefined, f_b, low)
-            high = np.where(undefined, f_b, high)
-        x_mag = _maximum(np.abs(a), np.abs(b))
-        f_mag = _maximum(np.abs(low), np.abs(high))
-        spread = x_mag * u * (9.0 + 0.5 * x_mag) + floor + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
-        down_end, up_end = low - spread, high + spread
-        whole = (f_a != f_a) | (down_end != down_end) | (up_end != up_end)
-        low_out, high_out = outward_step(down_end, up_end, fa, fast32)
-    out_lo[:] = np.where(whole, -math.inf, low_out)
-    out_hi[:] = np.where(whole, math.inf, high_out)
+    _hull(point, fast32, True, lo, hi, erf_lo, erf_hi, c, fa, out_lo, out_hi)
 
 
 def unimodal(
@@ -450,26 +468,7 @@ def unimodal(
 ) -> None:
     """``kernels.composite._unimodal_bounds(point, fast32)``: a unimodal function's enclosure
     from its values at the ends."""
-    x_min, f_min, per_f, constant = c
-    with np.errstate(all="ignore"):
-        a = lo
-        if point:
-            b, low, high = a, f_lo, f_lo
-        else:
-            b = hi
-            low, high = _minimum(f_lo, f_hi), _maximum(f_lo, f_hi)
-            holds_minimum = (a <= x_min + 1e-9) & (x_min - 1e-9 <= b)
-            low = np.where(holds_minimum, _minimum(low, np.float64(f_min)), low)
-            undefined = (f_lo != f_lo) | (f_hi != f_hi)
-            low, high = np.where(undefined, math.nan, low), np.where(undefined, math.nan, high)
-        x_mag = _maximum(np.abs(a), np.abs(b))
-        f_mag = _maximum(np.abs(low), np.abs(high))
-        spread = per_f * f_mag + constant + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
-        down_end, up_end = low - spread, high + spread
-        whole = (down_end != down_end) | (up_end != up_end)
-        low_out, high_out = outward_step(down_end, up_end, fa, fast32)
-    out_lo[:] = np.where(whole, -math.inf, low_out)
-    out_hi[:] = np.where(whole, math.inf, high_out)
+    _hull(point, fast32, False, lo, hi, f_lo, f_hi, c, fa, out_lo, out_hi)
 
 
 def _operands(

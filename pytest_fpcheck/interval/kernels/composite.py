@@ -49,63 +49,72 @@ __all__ = [
 
 
 @jit(cache=True, forceinline=True)
-def _gelu_element(
+def _hull_element(
     a: float,
     b: float,
-    e_a: float,
-    e_b: float,
+    v_a: float,
+    v_b: float,
     point: bool,
     c: tuple[float, float, float, float],
-) -> tuple[float, float, float]:  # pragma: no cover - compiled
-    """(f(a), the hull's ends moved out by the allowance) of one element, before rounding."""
-    x_min, f_min, u, floor = c
-    f_a = 0.5 * a * (1.0 + e_a)
+    gelu: bool,
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """The hull's ends of one element of a unimodal function, moved out by the allowance,
+    before rounding (NaN where f is NaN at an end): with ``gelu``, f = x (1 + v) / 2 from ``v``
+    = erf(x / sqrt 2) at the ends and the allowance |x| u (9 + |x| / 2) + floor (``c`` = (the
+    minimum's abscissa and value, u, floor)); else ``v`` = f at the ends and the allowance
+    per_f |f| + constant (``c`` = (the minimum's abscissa and value, per_f, constant))."""
+    x_min, f_min, k1, k2 = c
+    f_a = 0.5 * a * (1.0 + v_a) if gelu else v_a
     if point:
         b, low, high = a, f_a, f_a
     else:
-        f_b = 0.5 * b * (1.0 + e_b)
+        f_b = 0.5 * b * (1.0 + v_b) if gelu else v_b
         low, high = min(f_a, f_b), max(f_a, f_b)
         holds_minimum = (a <= x_min + 1e-9) & (x_min - 1e-9 <= b)
         low = _select(holds_minimum, min(low, f_min), low)
-        undefined = f_b != f_b
-        low, high = _select(undefined, f_b, low), _select(undefined, f_b, high)
+        undefined = (f_a != f_a) | (f_b != f_b)
+        low, high = _select(undefined, math.nan, low), _select(undefined, math.nan, high)
     x_mag = max(abs(a), abs(b))
     f_mag = max(abs(low), abs(high))
-    spread = x_mag * u * (9.0 + 0.5 * x_mag) + floor + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
-    return f_a, low - spread, high + spread
+    allowance = x_mag * k1 * (9.0 + 0.5 * x_mag) + k2 if gelu else k1 * f_mag + k2
+    spread = allowance + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
+    return low - spread, high + spread
 
 
 @jit(cache=True, forceinline=True)
-def _gelu_erf_bounds_loop(
+def _hull_loop(
     lo: np.ndarray,
     hi: np.ndarray,
+    v_lo: np.ndarray,
+    v_hi: np.ndarray,
     point: bool,
-    erf_lo: np.ndarray,
-    erf_hi: np.ndarray,
     c: tuple[float, float, float, float],
+    gelu: bool,
     fa: tuple[bool, int, float, int, float, bool],
     fast32: bool,
     out_lo: np.ndarray,
     out_hi: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    # onto float64 (a run that rounds to nearest), the usual elements in one branch-free pass
-    # that vectorises: f(a) and both moved ends finite and nonzero, where the general path
-    # steps each end one unit of its pattern out and float64 keeps it; then the others
+    """:func:`_hull_element` of every element, stepped outward and rounded onto the format, the
+    whole line where an end is NaN. Onto float64 (a run that rounds to nearest), the usual
+    elements in one branch-free pass that vectorises: both moved ends finite and nonzero, where
+    the general path steps each one unit of its pattern out and float64 keeps it; then the
+    others."""
     missed = 0
     if fa[0]:
         for n in range(lo.size):
             i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
-            f_a, down_end, up_end = _gelu_element(lo[i], hi[i], erf_lo[i], erf_hi[i], point, c)
+            down_end, up_end = _hull_element(lo[i], hi[i], v_lo[i], v_hi[i], point, c, gelu)
             out_lo[i], out_hi[i], ordinary = steps_out(down_end, up_end)
-            missed += not ((abs(f_a) < math.inf) & ordinary)
+            missed += not ordinary
         if not missed:
             return
     for n in range(lo.size):
         i = np.uint64(n)
-        f_a, down_end, up_end = _gelu_element(lo[i], hi[i], erf_lo[i], erf_hi[i], point, c)
-        if missed and (abs(f_a) < math.inf) & steps_out(down_end, up_end)[2]:
+        down_end, up_end = _hull_element(lo[i], hi[i], v_lo[i], v_hi[i], point, c, gelu)
+        if missed and steps_out(down_end, up_end)[2]:
             continue  # written by the first pass
-        if f_a != f_a or down_end != down_end or up_end != up_end:
+        if down_end != down_end or up_end != up_end:
             out_lo[i], out_hi[i] = -math.inf, math.inf
         else:
             out_lo[i], out_hi[i] = outward_step(down_end, up_end, fa, fast32)
@@ -130,7 +139,7 @@ def _gelu_erf_bounds(point: bool, fast32: bool) -> Callable[..., None]:
         out_lo: np.ndarray,
         out_hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
-        _gelu_erf_bounds_loop(lo, hi, point, erf_lo, erf_hi, c, fa, fast32, out_lo, out_hi)
+        _hull_loop(lo, hi, erf_lo, erf_hi, point, c, True, fa, fast32, out_lo, out_hi)
 
     return kernel
 
@@ -169,68 +178,6 @@ def gelu_erf_bounds(
     return out_lo, out_hi
 
 
-@jit(cache=True, forceinline=True)
-def _unimodal_element(
-    a: float,
-    b: float,
-    f_a: float,
-    f_b: float,
-    point: bool,
-    c: tuple[float, float, float, float],
-) -> tuple[float, float]:  # pragma: no cover - compiled
-    """The hull's ends of one element moved out by the allowance, before rounding (NaN where
-    f is NaN at an end)."""
-    x_min, f_min, per_f, constant = c
-    if point:
-        b, low, high = a, f_a, f_a
-    else:
-        low, high = min(f_a, f_b), max(f_a, f_b)
-        holds_minimum = (a <= x_min + 1e-9) & (x_min - 1e-9 <= b)
-        low = _select(holds_minimum, min(low, f_min), low)
-        undefined = (f_a != f_a) | (f_b != f_b)
-        low, high = _select(undefined, math.nan, low), _select(undefined, math.nan, high)
-    x_mag = max(abs(a), abs(b))
-    f_mag = max(abs(low), abs(high))
-    spread = per_f * f_mag + constant + 2.0**-48 * (f_mag + x_mag) + 2.0**-1000
-    return low - spread, high + spread
-
-
-@jit(cache=True, forceinline=True)
-def _unimodal_loop(
-    lo: np.ndarray,
-    hi: np.ndarray,
-    f_lo: np.ndarray,
-    f_hi: np.ndarray,
-    point: bool,
-    c: tuple[float, float, float, float],
-    fa: tuple[bool, int, float, int, float, bool],
-    fast32: bool,
-    out_lo: np.ndarray,
-    out_hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    # onto float64 (a run that rounds to nearest), the usual elements in one branch-free pass
-    # that vectorises: both moved ends finite and nonzero, where the general path steps each
-    # one unit of its pattern out and float64 keeps it; then the others
-    missed = 0
-    if fa[0]:
-        for n in range(lo.size):
-            i = np.uint64(n)  # unsigned: numba then skips its negative-index wraparound
-            down_end, up_end = _unimodal_element(lo[i], hi[i], f_lo[i], f_hi[i], point, c)
-            out_lo[i], out_hi[i], ordinary = steps_out(down_end, up_end)
-            missed += not ordinary
-        if not missed:
-            return
-    for n in range(lo.size):
-        i = np.uint64(n)
-        down_end, up_end = _unimodal_element(lo[i], hi[i], f_lo[i], f_hi[i], point, c)
-        if missed and steps_out(down_end, up_end)[2]:
-            continue  # written by the first pass
-        if down_end != down_end or up_end != up_end:
-            out_lo[i], out_hi[i] = -math.inf, math.inf
-        else:
-            out_lo[i], out_hi[i] = outward_step(down_end, up_end, fa, fast32)
-
-
 @functools.cache
 def _unimodal_bounds(point: bool, fast32: bool) -> Callable[..., None]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
@@ -250,7 +197,7 @@ def _unimodal_bounds(point: bool, fast32: bool) -> Callable[..., None]:
         out_lo: np.ndarray,
         out_hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
-        _unimodal_loop(lo, hi, f_lo, f_hi, point, c, fa, fast32, out_lo, out_hi)
+        _hull_loop(lo, hi, f_lo, f_hi, point, c, False, fa, fast32, out_lo, out_hi)
 
     return kernel
 
