@@ -513,3 +513,26 @@ def test_div_bounds(name, shapes):
             divisor = np.array([y])
             args = (a_lo, a_hi, a_period, divisor, divisor, 1, format_args(fmt))
             written_alike(kernel, args, size)
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes"),
+    [((4, 5, 6), (0, 2)), ((4, 5, 6), (1,)), ((3, 4), (0,)), ((2, 0, 3), (0, 2)), ((5,), ())],
+)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_sum_ends_over_any_axes(shape, axes, keepdims):
+    """``sum_ends`` over axes that form one block (read in place) and that do not (moved last),
+    a transposed operand, an empty kept axis: NumPy's sums, least and most, in NumPy's shape."""
+    rng = np.random.default_rng(13)
+    lo = rng.standard_normal(shape)
+    hi = lo + np.abs(rng.standard_normal(shape))
+    for low, high in ((lo, hi), (lo.T, hi.T)):
+        got = linalg.sum_ends(low, high, axes, keepdims)
+        magnitudes = np.maximum(np.abs(low), np.abs(high))
+        wanted = [np.sum(v, axis=axes, keepdims=keepdims) for v in (low, high, magnitudes)]
+        for ours, theirs in zip(got[:3], wanted, strict=True):
+            assert ours.shape == theirs.shape
+            assert np.allclose(ours, theirs, rtol=1e-12, atol=0)
+        if low.size:
+            assert np.array_equal(got[3], np.min(low, axis=axes, keepdims=keepdims))
+            assert np.array_equal(got[4], np.max(high, axis=axes, keepdims=keepdims))

@@ -645,7 +645,8 @@ def sum_ends(
         else:
             kept_axes = [axis for axis in range(ndim) if axis not in axes]
             moved = np.ascontiguousarray(np.transpose(array, (*kept_axes, *axes)))
-            ends.append(moved.reshape(math.prod(shape[a] for a in kept_axes), -1, 1))
+            terms = math.prod(shape[a] for a in axes)
+            ends.append(moved.reshape(math.prod(shape[a] for a in kept_axes), terms, 1))
     out = np.empty((5, ends[0].shape[0], ends[0].shape[2]))
     _sum_ends(ends[0], ends[-1], out)
     lo_sum, hi_sum, size, least, most = (part.reshape(result_shape) for part in out)
