@@ -271,55 +271,40 @@ def test_gelu_erf_bounds_onto_float64_with_usual_elements_alone(point):
     erf_hi = erf_lo if point else erf(hi * math.sqrt(0.5))
     compute = F.format_of("bfloat16")
     c = (-0.7517916, -0.1699712, compute.unit_roundoff, 4 * compute.smallest_normal)
-    kernel = composite._gelu_erf_bounds(point, False)
+    kernel = composite._hull_bounds(point, False, True)
     args = (lo, hi, erf_lo, erf_hi, c, format_args(F.format_of("float64")))
     low, high = written_alike(kernel, args, lo.size)
     assert np.all(np.isfinite(low))
     assert np.all(np.isfinite(high))
 
 
-@pytest.mark.parametrize(("name", "point"), list(itertools.product(FORMATS, [False, True])))
-def test_gelu_erf_bounds(name, point):
+@pytest.mark.parametrize(
+    ("name", "point", "gelu"), list(itertools.product(FORMATS, [False, True], [True, False]))
+)
+def test_hull_bounds(name, point, gelu):
+    """A unimodal function's enclosure from values at the ends: GELU's from erf(x / sqrt 2)
+    with its allowance (``gelu``), SiLU's from its values with an allowance per |f|; on
+    adversarial ends and values (NaN, infinities, zeros, subnormals), the minimum held or not."""
     from scipy.special import erf
 
-    fmt = F.format_of(name)
-    lo, hi = ends(5)
-    if point:
-        hi = lo
-    with np.errstate(all="ignore"):
-        erf_lo = erf(lo * math.sqrt(0.5))
-        erf_hi = erf_lo if point else erf(hi * math.sqrt(0.5))
-    compute = F.format_of("float32")
-    for minimum in [(-0.7517916, -0.1699712), (0.0, 0.0)]:
-        c = (*minimum, compute.unit_roundoff, 4 * compute.smallest_normal)
-        kernel = composite._gelu_erf_bounds(point, name == "float32")
-        out = [np.empty(lo.size) for _ in range(4)]
-        args = (lo, hi, erf_lo, erf_hi, c, format_args(fmt))
-        kernel.dispatcher(*args, out[0], out[1])
-        kernel.fallback(*args, out[2], out[3])
-        assert same_bits(out[0], out[2])
-        assert same_bits(out[1], out[3])
-
-
-@pytest.mark.parametrize(("name", "point"), list(itertools.product(FORMATS, [False, True])))
-def test_unimodal_bounds(name, point):
-    """A unimodal function's enclosure from its end values (SiLU's), on adversarial ends and
-    values (NaN, infinities, zeros, subnormals), the minimum held or not."""
     from pytest_fpcheck.tracking.torch.rules import composite as rules
 
     fmt = F.format_of(name)
-    lo, hi = ends(7)
+    lo, hi = ends(5 if gelu else 7)
     if point:
         hi = lo
     with np.errstate(all="ignore"):
-        f_lo = rules._silu(lo)
-        f_hi = f_lo if point else rules._silu(hi)
+        v_lo = erf(lo * math.sqrt(0.5)) if gelu else rules._silu(lo)
+        v_hi = v_lo if point else (erf(hi * math.sqrt(0.5)) if gelu else rules._silu(hi))
     compute = F.format_of("float32")
-    for minimum in [rules._SILU_MINIMUM, (0.0, 0.0)]:
-        c = (*minimum, 6.5 * compute.unit_roundoff, 2.0**-114)
-        kernel = composite._unimodal_bounds(point, name == "float32")
+    u = compute.unit_roundoff
+    minima = [(-0.7517916, -0.1699712) if gelu else rules._SILU_MINIMUM, (0.0, 0.0)]
+    for minimum in minima:
+        allowance = (u, 4 * compute.smallest_normal) if gelu else (6.5 * u, 2.0**-114)
+        c = (*minimum, *allowance)
+        kernel = composite._hull_bounds(point, name == "float32", gelu)
         out = [np.empty(lo.size) for _ in range(4)]
-        args = (lo, hi, f_lo, f_hi, c, format_args(fmt))
+        args = (lo, hi, v_lo, v_hi, c, format_args(fmt))
         kernel.dispatcher(*args, out[0], out[1])
         kernel.fallback(*args, out[2], out[3])
         assert same_bits(out[0], out[2])

@@ -32,7 +32,7 @@ __all__ = [
     "div",
     "epilogue",
     "float32_magnitudes",
-    "gelu_erf",
+    "hull",
     "join_computed",
     "library",
     "mul",
@@ -44,7 +44,6 @@ __all__ = [
     "step_all",
     "sum_ends",
     "summary",
-    "unimodal",
 ]
 
 _BIG64 = float(np.finfo(np.float64).max)
@@ -397,7 +396,7 @@ def epilogue_nearest(
     nearest_all(low, high, *n, lo, hi)
 
 
-def _hull(
+def hull(
     point: bool,
     fast32: bool,
     gelu: bool,
@@ -410,8 +409,9 @@ def _hull(
     out_lo: Array,
     out_hi: Array,
 ) -> None:
-    """``kernels.composite._hull_loop``: a unimodal function's enclosure from ``v`` at the ends
-    (with ``gelu``: erf(x / sqrt 2), GELU's allowance; else f, the allowance per |f|)."""
+    """``kernels.composite._hull_bounds(point, fast32, gelu)``: a unimodal function's
+    enclosure from ``v`` at the ends (with ``gelu``: erf(x / sqrt 2), GELU's allowance; else f,
+    the allowance per |f|)."""
     x_min, f_min, k1, k2 = c
     with np.errstate(all="ignore"):
         a = lo
@@ -435,40 +435,6 @@ def _hull(
         low_out, high_out = outward_step(down_end, up_end, fa, fast32)
     out_lo[:] = np.where(whole, -math.inf, low_out)
     out_hi[:] = np.where(whole, math.inf, high_out)
-
-
-def gelu_erf(
-    point: bool,
-    fast32: bool,
-    lo: Array,
-    hi: Array,
-    erf_lo: Array,
-    erf_hi: Array,
-    c: tuple[float, float, float, float],
-    fa: FormatArgs,
-    out_lo: Array,
-    out_hi: Array,
-) -> None:
-    """``kernels.composite._gelu_erf_bounds(point, fast32)``: GELU's enclosure from the erf
-    values of the ends."""
-    _hull(point, fast32, True, lo, hi, erf_lo, erf_hi, c, fa, out_lo, out_hi)
-
-
-def unimodal(
-    point: bool,
-    fast32: bool,
-    lo: Array,
-    hi: Array,
-    f_lo: Array,
-    f_hi: Array,
-    c: tuple[float, float, float, float],
-    fa: FormatArgs,
-    out_lo: Array,
-    out_hi: Array,
-) -> None:
-    """``kernels.composite._unimodal_bounds(point, fast32)``: a unimodal function's enclosure
-    from its values at the ends."""
-    _hull(point, fast32, False, lo, hi, f_lo, f_hi, c, fa, out_lo, out_hi)
 
 
 def _operands(

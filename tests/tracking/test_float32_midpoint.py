@@ -29,25 +29,33 @@ F32 = FORMATS["float32"]
 F64 = FORMATS["float64"]
 
 
-def exact_range(lo: np.ndarray, hi: np.ndarray, b: np.ndarray) -> tuple[list, list]:
-    """[min, max] over A in [lo, hi] of (A b)_ij, exactly (rational arithmetic): each term's
-    extremes are at an end of A's element."""
-    rows, depth = lo.shape
+def exact_range_of_intervals(
+    a_lo: np.ndarray, a_hi: np.ndarray, b_lo: np.ndarray, b_hi: np.ndarray
+) -> tuple[list, list]:
+    """[min, max] over A in [a_lo, a_hi], B in [b_lo, b_hi] of (A B)_ij, exactly: each term's
+    extremes are among the four products of its factors' ends."""
+    rows, depth = a_lo.shape
     low: list[list[Fraction]] = []
     high: list[list[Fraction]] = []
     for i in range(rows):
         low.append([])
         high.append([])
-        for j in range(b.shape[1]):
+        for j in range(b_lo.shape[1]):
             small = big = Fraction(0)
             for k in range(depth):
-                y = Fraction(float(b[k, j]))
-                ends = (Fraction(float(lo[i, k])) * y, Fraction(float(hi[i, k])) * y)
+                xs = (Fraction(float(a_lo[i, k])), Fraction(float(a_hi[i, k])))
+                ys = (Fraction(float(b_lo[k, j])), Fraction(float(b_hi[k, j])))
+                ends = [x * y for x in xs for y in ys]
                 small += min(ends)
                 big += max(ends)
             low[-1].append(small)
             high[-1].append(big)
     return low, high
+
+
+def exact_range(lo: np.ndarray, hi: np.ndarray, b: np.ndarray) -> tuple[list, list]:
+    """[min, max] over A in [lo, hi] of (A b)_ij for a point b, exactly."""
+    return exact_range_of_intervals(lo, hi, b, b)
 
 
 def assert_encloses(enclosure: Interval, low: list, high: list) -> None:
@@ -336,30 +344,6 @@ def test_a_point_operand_with_a_float32_subnormal_keeps_the_float64_product() ->
 
 # products of two interval operands (a backward pass's weight gradient: activations times the
 # output's gradient), both midpoints rounded to float32 (linalg._float32_midpoints)
-
-
-def exact_range_of_intervals(
-    a_lo: np.ndarray, a_hi: np.ndarray, b_lo: np.ndarray, b_hi: np.ndarray
-) -> tuple[list, list]:
-    """[min, max] over A in [a_lo, a_hi], B in [b_lo, b_hi] of (A B)_ij, exactly: each term's
-    extremes are among the four products of its factors' ends."""
-    rows, depth = a_lo.shape
-    low: list[list[Fraction]] = []
-    high: list[list[Fraction]] = []
-    for i in range(rows):
-        low.append([])
-        high.append([])
-        for j in range(b_lo.shape[1]):
-            small = big = Fraction(0)
-            for k in range(depth):
-                xs = (Fraction(float(a_lo[i, k])), Fraction(float(a_hi[i, k])))
-                ys = (Fraction(float(b_lo[k, j])), Fraction(float(b_hi[k, j])))
-                ends = [x * y for x in xs for y in ys]
-                small += min(ends)
-                big += max(ends)
-            low[-1].append(small)
-            high[-1].append(big)
-    return low, high
 
 
 def interval_product(a: Interval, b: Interval, *, float32: bool = True) -> Interval:

@@ -121,27 +121,50 @@ def _hull_loop(
 
 
 @functools.cache
-def _gelu_erf_bounds(point: bool, fast32: bool) -> Callable[..., None]:
-    """The compiled kernel for these switches (compiled on first use, then cached)."""
+def _hull_bounds(point: bool, fast32: bool, gelu: bool) -> Callable[..., None]:
+    """The compiled kernel of :func:`_hull_loop` for these switches (compiled on first use,
+    then cached)."""
 
     @jit(
         cache=True,
         error_model="numpy",
-        fallback=functools.partial(fallbacks.gelu_erf, point, fast32),
+        fallback=functools.partial(fallbacks.hull, point, fast32, gelu),
     )
     def kernel(
         lo: np.ndarray,
         hi: np.ndarray,
-        erf_lo: np.ndarray,
-        erf_hi: np.ndarray,
+        v_lo: np.ndarray,
+        v_hi: np.ndarray,
         c: tuple[float, float, float, float],
         fa: tuple[bool, int, float, int, float, bool],
         out_lo: np.ndarray,
         out_hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
-        _hull_loop(lo, hi, erf_lo, erf_hi, point, c, True, fa, fast32, out_lo, out_hi)
+        _hull_loop(lo, hi, v_lo, v_hi, point, c, gelu, fa, fast32, out_lo, out_hi)
 
     return kernel
+
+
+def _hull(
+    lo: Array,
+    hi: Array,
+    point: bool,
+    values: Callable[[np.ndarray], Array],
+    c: tuple[float, float, float, float],
+    gelu: bool,
+    fmt: Format,
+) -> tuple[Array, Array]:
+    """Run :func:`_hull_bounds` on the flat ends and ``values`` of each (taken once for a
+    point), into arrays laid out as ``lo``'s memory is."""
+    flats, order, _ = flat_views(lo, hi)
+    with np.errstate(all="ignore"):
+        v_lo = np.ascontiguousarray(values(flats[0]), dtype=np.float64)
+        v_hi = v_lo if point else np.ascontiguousarray(values(flats[1]), dtype=np.float64)
+    out_lo, out_hi = empty_like_order(lo.shape, order), empty_like_order(lo.shape, order)
+    _hull_bounds(point, fmt.name == "float32", gelu)(
+        flats[0], flats[1], v_lo, v_hi, c, format_args(fmt), flat(out_lo), flat(out_hi)
+    )
+    return out_lo, out_hi
 
 
 def gelu_erf_bounds(
@@ -160,46 +183,8 @@ def gelu_erf_bounds(
     ``compute``, ``|x| u (9 + |x| / 2) + 4 smallest normals``, and by 2**-48 (|f| + |x|) +
     2**-1000 for the float64 evaluation here, then rounded outward onto ``fmt``; the whole line
     where an end value is NaN."""
-    flats, order, _ = flat_views(lo, hi)
-    erf_lo = np.ascontiguousarray(erf(flats[0] * math.sqrt(0.5)), dtype=np.float64)
-    erf_hi = erf_lo if point else np.ascontiguousarray(erf(flats[1] * math.sqrt(0.5)))
-    out_lo, out_hi = empty_like_order(lo.shape, order), empty_like_order(lo.shape, order)
     constants = (minimum[0], minimum[1], compute.unit_roundoff, 4 * compute.smallest_normal)
-    _gelu_erf_bounds(point, fmt.name == "float32")(
-        flats[0],
-        flats[1],
-        erf_lo,
-        erf_hi,
-        constants,
-        format_args(fmt),
-        flat(out_lo),
-        flat(out_hi),
-    )
-    return out_lo, out_hi
-
-
-@functools.cache
-def _unimodal_bounds(point: bool, fast32: bool) -> Callable[..., None]:
-    """The compiled kernel for these switches (compiled on first use, then cached)."""
-
-    @jit(
-        cache=True,
-        error_model="numpy",
-        fallback=functools.partial(fallbacks.unimodal, point, fast32),
-    )
-    def kernel(
-        lo: np.ndarray,
-        hi: np.ndarray,
-        f_lo: np.ndarray,
-        f_hi: np.ndarray,
-        c: tuple[float, float, float, float],
-        fa: tuple[bool, int, float, int, float, bool],
-        out_lo: np.ndarray,
-        out_hi: np.ndarray,
-    ) -> None:  # pragma: no cover - compiled
-        _hull_loop(lo, hi, f_lo, f_hi, point, c, False, fa, fast32, out_lo, out_hi)
-
-    return kernel
+    return _hull(lo, hi, point, lambda x: erf(x * math.sqrt(0.5)), constants, True, fmt)
 
 
 def unimodal_bounds(
@@ -219,22 +204,8 @@ def unimodal_bounds(
     the float64 evaluation here, stepped outward and rounded onto ``fmt``; the whole line where
     an end value is NaN. One compiled pass after ``function`` at both ends
     (``rules.composite._unimodal`` states the rule; its NumPy evaluation gives these bits)."""
-    flats, order, _ = flat_views(lo, hi)
-    with np.errstate(all="ignore"):
-        f_lo = np.ascontiguousarray(function(flats[0]), dtype=np.float64)
-        f_hi = f_lo if point else np.ascontiguousarray(function(flats[1]), dtype=np.float64)
-    out_lo, out_hi = empty_like_order(lo.shape, order), empty_like_order(lo.shape, order)
-    _unimodal_bounds(point, fmt.name == "float32")(
-        flats[0],
-        flats[1],
-        f_lo,
-        f_hi,
-        (minimum[0], minimum[1], allowance[0], allowance[1]),
-        format_args(fmt),
-        flat(out_lo),
-        flat(out_hi),
-    )
-    return out_lo, out_hi
+    c = (minimum[0], minimum[1], allowance[0], allowance[1])
+    return _hull(lo, hi, point, function, c, False, fmt)
 
 
 #: the slack of the float64 evaluation of SiLU's derivative here, per unit of 1 + |x|

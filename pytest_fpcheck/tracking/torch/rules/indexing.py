@@ -235,7 +235,7 @@ def _cat(ctx: RuleContext) -> Any:
     if not all(isinstance(t, torch.Tensor) and t.dtype == out.dtype for t in tensors):
         return _monotone(ctx)
     parts = [ctx.interval(t) for t in tensors if t.shape != (0,)]
-    if not parts or out.dim() == 0:
+    if not parts:  # every operand empty
         return _monotone(ctx)
     axis = int(ctx.arg(1, "dim", 0)) % out.dim()
 
