@@ -511,3 +511,58 @@ def test_radius_share_is_the_sampled_radii_over_the_midpoints_magnitudes() -> No
     assert radius_share(*unbounded) == np.inf
     assert radius_share(*undefined) == np.inf
     assert np.isnan(radius_share(np.zeros(5), np.zeros(5)))
+
+
+def test_radius_share_samples_an_operand_with_gaps_where_it_lies() -> None:
+    """An operand whose memory has gaps (a head sliced out of a fused projection) gives the
+    share of the same sample as its contiguous copy: evenly spaced in the order of its axes
+    by decreasing stride."""
+    from pytest_fpcheck.interval.kernels import radius_share
+
+    rng = np.random.default_rng(5)
+    wide_lo = rng.standard_normal((4, 128, 768))
+    wide_hi = wide_lo + np.abs(rng.standard_normal((4, 128, 768))) * 1e-3
+    for lo, hi in (
+        (wide_lo[..., 256:512], wide_hi[..., 256:512]),  # gaps between rows
+        (  # a head split and transposed, as attention reads keys
+            wide_lo[..., :256].reshape(4, 128, 4, 64).transpose(0, 2, 1, 3),
+            wide_hi[..., :256].reshape(4, 128, 4, 64).transpose(0, 2, 1, 3),
+        ),
+        (wide_lo[:, ::3, ::7], wide_hi[:, ::3, ::7]),
+    ):
+        order = sorted(range(lo.ndim), key=lambda axis: -abs(lo.strides[axis]))
+        copies = [np.ascontiguousarray(end.transpose(order)) for end in (lo, hi)]
+        assert radius_share(lo, hi) == radius_share(*copies)
+
+
+@pytest.mark.parametrize("float32", [True, False])
+def test_operands_with_gaps_give_the_bits_of_their_contiguous_copies(float32: bool) -> None:
+    """Keys sliced out of a fused projection and transposed (memory with gaps, in no axis
+    order C-contiguous): the operands' splits are copied in their memory's order
+    (``flat_views(copy_in_order=True)``), the products read them transposed; every bit of the
+    enclosure is that of the same product on contiguous copies, by either midpoint path."""
+    rng = np.random.default_rng(23)
+    relative = 2.0**-8 if float32 else 2.0**-40
+    fused_lo = rng.standard_normal((2, 16, 3 * 32))
+    fused_hi = fused_lo + np.abs(fused_lo) * relative * rng.random(fused_lo.shape)
+    # (batch, heads, depth 8, keys 16): the keys' heads of a (batch, keys, 3 x 4 x 8) tensor
+    keys = [e[..., 32:64].reshape(2, 16, 4, 8).transpose(0, 2, 3, 1) for e in (fused_lo, fused_hi)]
+    assert not any(k.flags.c_contiguous or k.flags.f_contiguous for k in keys)
+    mid = rng.standard_normal((2, 4, 16, 8))
+    queries = Interval(mid - np.abs(mid) * relative, mid + np.abs(mid) * relative)
+    gapped = Interval(keys[0], keys[1])
+    copied = Interval(np.ascontiguousarray(keys[0]), np.ascontiguousarray(keys[1]))
+
+    def swapped(x: Interval) -> Interval:
+        return Interval(x.lo.swapaxes(-1, -2), x.hi.swapaxes(-1, -2))
+
+    for a, b, c, d in (
+        (queries, gapped, queries, copied),  # scores: Q K^T
+        (swapped(gapped), swapped(queries), swapped(copied), swapped(queries)),
+    ):
+        k = a.shape[-1]
+        assert (linalg._float32_midpoints(a, b, 0.0, k) is not None) is float32
+        found = linalg.matmul(a, b, F64, factor=0.0, accumulate=F32, k=k)
+        expected = linalg.matmul(c, d, F64, factor=0.0, accumulate=F32, k=k)
+        assert np.array_equal(found.lo, expected.lo)
+        assert np.array_equal(found.hi, expected.hi)

@@ -108,19 +108,24 @@ def bump(r: float) -> float:  # pragma: no cover - compiled
     return r + 2.0**-1022
 
 
-def flat_views(*arrays: Array) -> tuple[list[np.ndarray], tuple[int, ...], tuple[int, ...]]:
+def flat_views(
+    *arrays: Array, copy_in_order: bool = False
+) -> tuple[list[np.ndarray], tuple[int, ...], tuple[int, ...]]:
     """Flat (1-d) views of float64 arrays of one shape, the axis order that makes them
     C-contiguous (the first array's, by decreasing stride) and its inverse; contiguous copies
-    (and the identity order) when some array's memory has gaps or another layout."""
+    (and the identity order) when some array's memory has gaps or another layout, or with
+    ``copy_in_order`` copies in that axis order (a slice of a transposed operand is then copied
+    row by row of its memory, not gathered across it)."""
     first = arrays[0]
     if all(array.flags.c_contiguous and array.dtype == np.float64 for array in arrays):
         natural = tuple(range(first.ndim))  # the usual case: no axis order to find
         return [array.reshape(-1) for array in arrays], natural, natural
     order = tuple(sorted(range(first.ndim), key=lambda axis: -abs(first.strides[axis])))
     moved = [array.transpose(order) for array in arrays]
-    if all(m.flags.c_contiguous and m.dtype == np.float64 for m in moved):
+    if copy_in_order or all(m.flags.c_contiguous and m.dtype == np.float64 for m in moved):
         inverse = tuple(int(i) for i in np.argsort(order))
-        return [m.reshape(-1) for m in moved], order, inverse
+        flats = [np.ascontiguousarray(m, dtype=np.float64).reshape(-1) for m in moved]
+        return flats, order, inverse
     identity = tuple(range(first.ndim))
     flats = [np.ascontiguousarray(array, dtype=np.float64).reshape(-1) for array in arrays]
     return flats, identity, identity

@@ -227,8 +227,20 @@ def radius_share(a_lo: Array, a_hi: Array) -> float:
     """sum rad / sum |mid| of an interval operand, estimated on at most :data:`_SAMPLE` of its
     elements evenly spaced in memory (inf where some radius is infinite or NaN, NaN where
     every sampled element is 0): how much of a product's radius its operand's radii make,
-    against round-off of its midpoints. A choice of speed, never of soundness."""
-    flats, _, _ = flat_views(a_lo, a_hi)
+    against round-off of its midpoints. A choice of speed, never of soundness. An operand whose
+    memory has gaps (a slice of a wider tensor) is sampled where it lies, in the order of its
+    axes by decreasing stride, not copied whole first."""
+    if all(end.flags.c_contiguous and end.dtype == np.float64 for end in (a_lo, a_hi)):
+        flats = [a_lo.reshape(-1), a_hi.reshape(-1)]
+    else:
+        order = sorted(range(a_lo.ndim), key=lambda axis: -abs(a_lo.strides[axis]))
+        moved = [np.asarray(end, dtype=np.float64).transpose(order) for end in (a_lo, a_hi)]
+        if all(end.flags.c_contiguous for end in moved):
+            flats = [end.reshape(-1) for end in moved]
+        else:
+            step = max(1, a_lo.size // _SAMPLE)
+            where = np.unravel_index(np.arange(0, a_lo.size, step), moved[0].shape)
+            flats = [end[where] for end in moved]
     step = max(1, flats[0].size // _SAMPLE)
     return float(_radius_share(flats[0], flats[1], step))
 
@@ -260,7 +272,7 @@ def split_float32(
     coefficients) as :func:`split_operand` stores them when ``narrow`` (float32, rounded
     upward, at least float32's smallest normal); None where some midpoint is non-zero and below
     2**-100 in magnitude (its float32 rounding would not be relative)."""
-    flats, order, inverse = flat_views(a_lo, a_hi)
+    flats, order, inverse = flat_views(a_lo, a_hi, copy_in_order=True)
     shape = tuple(a_lo.shape[axis] for axis in order)
     size = flats[0].size
     mid = np.empty(size, dtype=np.float32)
@@ -290,7 +302,7 @@ def split_operand(
     coefficients), each evaluated in float64 (three roundings, non-negative terms) and, when
     ``narrow``, stored as float32 rounded upward (values below float32's smallest normal raised
     to it): the non-negative operands of a radius product."""
-    flats, order, inverse = flat_views(a_lo, a_hi)
+    flats, order, inverse = flat_views(a_lo, a_hi, copy_in_order=True)
     shape = tuple(a_lo.shape[axis] for axis in order)
     dtype = np.float32 if narrow else np.float64
     # nearest rounding of x (1 + 2**-22) to float32 is >= x for x >= float32's smallest normal
