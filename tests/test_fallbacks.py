@@ -521,3 +521,47 @@ def test_sum_ends_over_any_axes(shape, axes, keepdims):
         if low.size:
             assert np.array_equal(got[3], np.min(low, axis=axes, keepdims=keepdims))
             assert np.array_equal(got[4], np.max(high, axis=axes, keepdims=keepdims))
+
+
+@pytest.mark.parametrize("point", [False, True])
+def test_row_sums(point):
+    """``kernels.scatter._row_sums``: rows added into their indices' rows in order, the
+    skipped index left out, magnitudes NaN where an end is."""
+    from pytest_fpcheck.interval.kernels import scatter
+
+    rng = np.random.default_rng(11)
+    x = adversarial(7, 900)
+    lo = rng.permutation(x)[:1200].reshape(-1, 6)
+    hi = lo if point else np.maximum(lo, rng.permutation(x)[: lo.size].reshape(lo.shape))
+    rows = rng.integers(0, 9, lo.shape[0])
+    outs = [[np.zeros((9, 6)), np.zeros((9, 6)), np.zeros((9, 6)), np.zeros((9, 1))]]
+    outs.append([o.copy() for o in outs[0]])
+    with np.errstate(all="ignore"):
+        scatter._row_sums.dispatcher(lo, hi, rows, 3, *outs[0])
+        scatter._row_sums.fallback(lo, hi, rows, 3, *outs[1])
+    for compiled, twin in zip(*outs, strict=True):
+        assert same_bits(compiled, twin)
+    assert outs[0][3][3, 0] == 0.0
+    assert outs[0][3].sum() == np.count_nonzero(rows != 3)
+
+
+@pytest.mark.parametrize(("name", "per_row"), list(itertools.product(FORMATS, [False, True])))
+def test_accumulated(name, per_row):
+    """``kernels.scatter._accumulated``: counts of 0 (the ends as given), of a few terms and of
+    more than 1 / u (gamma infinite), magnitudes near overflow, NaN and infinite ends."""
+    from pytest_fpcheck.interval.kernels import scatter
+
+    fmt = F.format_of(name)
+    rng = np.random.default_rng(13)
+    x = adversarial(9, 1000)
+    lo = rng.permutation(x)[:1800]
+    hi = np.maximum(lo, rng.permutation(x)[:1800])
+    with np.errstate(all="ignore"):
+        total = np.abs(rng.permutation(x)[:1800]) + np.maximum(np.abs(lo), np.abs(hi))
+    counts = np.array([0.0, 1.0, 2.0, 7.0, 1000.0, 2.0**30, 2.0**60])
+    count = rng.choice(counts, 300 if per_row else 1800)
+    width = 6 if per_row else 1
+    c = (fmt.unit_roundoff, fmt.smallest_subnormal, fmt.max_finite)
+    kernel = scatter._accumulated(name == "float32")
+    with np.errstate(all="ignore"):
+        written_alike(kernel, (lo, hi, total, count, width, c, format_args(fmt)), 1800)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     Array = NDArray[np.float64]
 
 __all__ = [
+    "accumulated",
     "add",
     "any_subnormal",
     "div",
@@ -41,6 +42,7 @@ __all__ = [
     "outward",
     "outward_step",
     "round_all",
+    "row_sums",
     "step_all",
     "sum_ends",
     "summary",
@@ -313,6 +315,65 @@ def sum_ends(lo: Array, hi: Array, out: Array) -> None:
             least = np.where((a < least) | (a != a), a, least)
             most = np.where((b > most) | (b != b), b, most)
     out[0], out[1], out[2], out[3], out[4] = sums[0], sums[1], sums[2], least, most
+
+
+def row_sums(
+    g_lo: Array,
+    g_hi: Array,
+    rows: NDArray[np.int64],
+    skip: int,
+    lo: Array,
+    hi: Array,
+    total: Array,
+    count: Array,
+) -> None:
+    """``kernels.scatter._row_sums``: the rows of ``g_lo``, ``g_hi`` and their magnitudes (NaN
+    where an end is) added into the rows ``rows`` of ``lo``, ``hi``, ``total`` one row after
+    another in order (``np.add.at`` is unbuffered), rows indexed ``skip`` left out, and one
+    added to ``count`` per row added."""
+    keep = rows != skip
+    index = rows[keep]
+    a, b = g_lo[keep], g_hi[keep]
+    with np.errstate(invalid="ignore"):
+        magnitude = np.where((a != a) | (b != b), math.nan, _maximum(np.abs(a), np.abs(b)))
+    np.add.at(lo, index, a)
+    np.add.at(hi, index, b)
+    np.add.at(total, index, magnitude)
+    np.add.at(count, index, 1.0)
+
+
+def _gamma(m: Array, u: float) -> Array:
+    nu = m * u
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(nu < 1.0, next_up(nu / next_down(1.0 - nu)), math.inf)
+
+
+def accumulated(
+    fast32: bool,
+    lo: Array,
+    hi: Array,
+    total: Array,
+    count: Array,
+    width: int,
+    c: tuple[float, float, float],
+    fa: FormatArgs,
+    out_lo: Array,
+    out_hi: Array,
+) -> None:
+    """``kernels.scatter._accumulated``: sums of ``count`` terms (one count per ``width``
+    elements) widened by gamma_m(u) and gamma_{m+1}(2**-53) of their magnitudes and m smallest
+    subnormals, stepped out; the whole line where they may overflow; the given ends where the
+    count is 0; rounded outward."""
+    u, eta, big = c
+    m = np.repeat(count, width)
+    with np.errstate(invalid="ignore", over="ignore"):
+        relative, evaluation = _gamma(m, u), _gamma(m + 1.0, 2.0**-53)
+        spread = next_up(relative * total + evaluation * total + m * eta)
+        overflow = next_up(total * (1.0 + relative) * (1.0 + evaluation)) > big
+        low = np.where(overflow, -math.inf, next_down(lo - spread))
+        high = np.where(overflow, math.inf, next_up(hi + spread))
+        low, high = np.where(m == 0.0, lo, low), np.where(m == 0.0, hi, high)
+    out_lo[...], out_hi[...] = outward(low, high, fa, fast32)
 
 
 def any_subnormal(bits: NDArray[np.uint16], exponent: int, magnitude: int) -> bool:

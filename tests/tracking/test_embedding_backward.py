@@ -148,3 +148,57 @@ def test_index_add_holds_the_kernel_and_the_exact_sums(case) -> None:
         assert np.array_equal(out.double().numpy(), exact.astype(float))
         return
     assert_encloses(bounds, out, exact, case)
+
+
+def test_what_nothing_is_added_to_keeps_its_value_exactly() -> None:
+    """A word no token uses has a gradient of exactly 0 (the kernel's zeros, no addition),
+    and a target element no source reaches keeps the target's own enclosure: no rounding
+    allowance there (the bound gave each a float32 unit either side), so a kernel that left
+    anything else in them is outside."""
+    torch.manual_seed(1)
+    g = torch.randn(6, 4)
+    index = torch.tensor([0, 2, 2, 5, 0, 2])
+    with fp.track(strict=True):
+        grad = aten.embedding_dense_backward(g * 1.5, index, 7, -1, False)
+        target = torch.randn(7, 4) / 3
+        added = target.index_add(0, index, g * 1.5)
+    unused = [1, 3, 4, 6]
+    bounds = fp.bounds_of(grad)
+    assert bounds is not None
+    assert (bounds.lo[unused] == 0).all()
+    assert (bounds.hi[unused] == 0).all()
+    assert bounds.contains(grad).all()
+    assert (bounds.lo[[0, 2, 5]] < bounds.hi[[0, 2, 5]]).all()
+    planted = grad.clone()
+    planted[3, 1] = torch.finfo(torch.float32).smallest_normal
+    assert not bounds.contains(planted).all()
+    reached, kept = fp.bounds_of(added), fp.bounds_of(target)
+    assert reached is not None
+    assert kept is not None
+    assert np.array_equal(reached.lo[unused], kept.lo[unused])
+    assert np.array_equal(reached.hi[unused], kept.hi[unused])
+    assert reached.contains(added).all()
+
+
+def test_row_sums_refuses_an_index_outside_the_result() -> None:
+    from pytest_fpcheck.interval.kernels import row_sums
+
+    g = np.ones((3, 2))
+    with pytest.raises(ValueError, match=r"rows: index 4 is outside \[0, 4\)"):
+        row_sums(g, g, np.array([0, 4, 1]), -1, 4)
+    with pytest.raises(ValueError, match=r"rows: index -2 is outside"):
+        row_sums(g, g, np.array([0, -2, 1]), -1, 4)
+    with pytest.raises(ValueError, match="rows: 2 indices for 3 rows"):
+        row_sums(g, g, np.array([0, 1]), -1, 4)
+    lo, _, _, count = row_sums(g, g, np.array([0, 4, 1]), 4, 4)  # the skipped index may be any
+    assert count.reshape(-1).tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert lo.sum() == 4.0
+
+
+def test_accumulated_bounds_refuses_counts_of_another_shape() -> None:
+    from pytest_fpcheck.formats import FORMATS
+    from pytest_fpcheck.interval.kernels import accumulated_bounds
+
+    ends = np.zeros((3, 2))
+    with pytest.raises(ValueError, match=r"count: shape \(2,\); \(3, 2\) or \(3, 1\)"):
+        accumulated_bounds(ends, ends, ends, np.zeros(2), FORMATS["float32"])

@@ -32,7 +32,7 @@ compiles the kernel, so no caller waits for a compilation.
 
 Modules, each beside the rules it serves: :mod:`.base` (what every kernel shares, and the
 records' summary), :mod:`.elementwise`, :mod:`.linalg`, :mod:`.composite`, :mod:`.softmax`,
-:mod:`.normalisation`.
+:mod:`.normalisation`, :mod:`.scatter`.
 """
 
 from __future__ import annotations
@@ -68,10 +68,12 @@ from .linalg import (
     sum_ends,
 )
 from .normalisation import moments_rows, normalise_rows
+from .scatter import accumulated_bounds, row_sums
 from .softmax import log_softmax_backward_bounds, log_softmax_bounds, softmax_bounds
 
 __all__ = [
     "FormatArgs",
+    "accumulated_bounds",
     "add_bounds",
     "any_subnormal",
     "broadcast_flat",
@@ -96,6 +98,7 @@ __all__ = [
     "outward_step",
     "power_bounds",
     "radius_share",
+    "row_sums",
     "silu_backward_bounds",
     "softmax_bounds",
     "split_float32",

@@ -6,7 +6,9 @@ there, added in the tensor's format in an order the kernel chooses. The bound ho
 order (Higham, *Accuracy and Stability*, section 4.2): the exact sums of the lower and of the
 upper ends (accumulated in float64, with their own gamma_m(2**-53) allowance), widened by
 gamma_m(u) times the sum of the magnitudes plus m smallest subnormals, rounded outward onto the
-result format. Every partial sum of some order is at most the sum of the magnitudes times
+result format (:func:`pytest_fpcheck.interval.kernels.accumulated_bounds`, one compiled pass).
+An element no source element reaches is ``self[i]`` itself: its own enclosure, with no
+allowance. Every partial sum of some order is at most the sum of the magnitudes times
 1 + gamma_m(u): where that may pass the format's largest finite number, a partial sum may
 overflow to an infinity that later terms cannot undo (3e38 + 3e38 - 3e38 in float32), and the
 element is the whole line.
@@ -26,22 +28,12 @@ import numpy as np
 import torch
 
 from ....adapters.torch import internal
-from ....formats import Format
 from ....interval.core import Interval
-from ....interval.rounding import down, up
+from ....interval.kernels import accumulated_bounds, row_sums
 from ..context import RuleContext
 from ._common import as_tensor, raise_unsupported, rule
 
 __all__: list[str] = []
-
-_U64 = 2.0**-53
-
-
-def _gamma(m: np.ndarray, u: float) -> np.ndarray:
-    nu = m * u
-    with np.errstate(divide="ignore", invalid="ignore"):
-        result: np.ndarray = np.where(nu < 1, up(nu / down(1 - nu)), np.inf)
-    return result
 
 
 @rule("aten.scatter_add")
@@ -80,7 +72,7 @@ def _added_into(
 ) -> Interval:
     """The enclosure of ``add(target, source)``, a scatter that adds each source element into
     one target element: the scatter run on float64 lower ends, upper ends, magnitudes and ones
-    (the count of terms of each element), then :func:`_accumulated`."""
+    (the count of terms of each element), then :func:`.kernels.accumulated_bounds`."""
     a, b = ctx.operand(target), ctx.operand(source)
     with internal(), torch.no_grad():
 
@@ -94,23 +86,7 @@ def _added_into(
         hi = lo if a.is_point and b.is_point else scatter(a.hi, b.hi)
         total = scatter(a.magnitude(), b.magnitude())
         count = scatter(np.zeros(()), np.ones(()))
-    return _accumulated(lo, hi, total, count, ctx.fmt)
-
-
-def _accumulated(
-    lo: np.ndarray, hi: np.ndarray, total: np.ndarray, count: np.ndarray, fmt: Format
-) -> Interval:
-    """The enclosure of sums of ``count`` terms added in ``fmt`` in any order, from the float64
-    sums of their lower ends, upper ends and magnitudes (see the module docstring)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        relative, evaluation = _gamma(count, fmt.unit_roundoff), _gamma(count + 1, _U64)
-        spread = up(relative * total + evaluation * total + count * fmt.smallest_subnormal)
-        spread = np.where(count == 0, 0.0, spread)
-        may_overflow = up(total * (1 + relative) * (1 + evaluation)) > fmt.max_finite
-        # down and up take NaN to -inf and +inf: no end is NaN
-        lo = np.where(may_overflow, -np.inf, down(lo - spread))
-        hi = np.where(may_overflow, np.inf, up(hi + spread))
-    return Interval(lo, hi).to_format(fmt)
+    return Interval(*accumulated_bounds(lo, hi, total, count, ctx.fmt))
 
 
 @rule("aten.embedding_dense_backward")
@@ -123,23 +99,5 @@ def _embedding_dense_backward(ctx: RuleContext) -> Interval:
     width = int(grad.shape[-1]) if grad.dim() else 1
     g = ctx.operand(grad).map(lambda v: np.broadcast_to(v, tuple(grad.shape)).reshape(-1, width))
     index = indices.detach().cpu().numpy().reshape(-1)
-    keep = index != padding_idx
-    rows = index[keep]
-    shape = (int(num_weights), width)
-
-    selected = torch.from_numpy(rows)
-
-    def added(values: np.ndarray) -> np.ndarray:
-        # float64 sums in any order (the bound's own allowance): torch's index_add runs a
-        # vectorised loop, five times faster than np.add.at on a language model's rows
-        with internal(), torch.no_grad():
-            out = torch.zeros(shape, dtype=torch.float64)
-            out.index_add_(0, selected, as_tensor(np.asarray(values[keep], dtype=np.float64)))
-        result: np.ndarray = out.numpy()
-        return result
-
-    lo = added(g.lo)
-    hi = lo if g.is_point else added(g.hi)
-    total = added(g.magnitude())
-    count = np.bincount(rows, minlength=shape[0])[:, None].astype(np.float64)
-    return _accumulated(lo, hi, total, count, ctx.fmt)
+    lo, hi, total, count = row_sums(g.lo, g.hi, index, int(padding_idx), int(num_weights))
+    return Interval(*accumulated_bounds(lo, hi, total, count, ctx.fmt))
