@@ -48,14 +48,19 @@ def compiled_and_twin(kernel, *args):
     return kernel.dispatcher(*args), kernel.fallback(*args)
 
 
-def written_alike(kernel, args, size: int) -> tuple[np.ndarray, np.ndarray]:
+def written_alike(
+    kernel, args, size: int, *, summarised: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Run a kernel that writes two arrays of ``size`` (after ``args``) compiled and as its
-    twin, assert the same bits, and return the compiled kernel's arrays."""
+    twin, assert the same bits and the same result (with ``summarised``: the summary of the
+    arrays written, ``kernels.base._summary``'s), and return the compiled kernel's arrays."""
     out = [np.empty(size) for _ in range(4)]
-    kernel.dispatcher(*args, out[0], out[1])
-    kernel.fallback(*args, out[2], out[3])
+    returned = kernel.dispatcher(*args, out[0], out[1])
+    assert returned == kernel.fallback(*args, out[2], out[3])
     assert same_bits(out[0], out[2])
     assert same_bits(out[1], out[3])
+    if summarised:
+        assert returned == base._summary.dispatcher(out[0], out[1])
     return out[0], out[1]
 
 
@@ -176,12 +181,8 @@ def test_matmul_epilogue(name, has_addend, rad_dtype):
     )
     for c in [(3.0, 1.0 + 2.0**-20, 2.0**-1074, 1e300), (1.0, 1.0, 0.0, math.inf)]:
         kernel = linalg._epilogue(has_addend, name == "float32")
-        out = [np.empty(size) for _ in range(4)]
         args = (mid, rad, addend_mid, addend_rad, c, format_args(fmt))
-        kernel.dispatcher(*args, out[0], out[1])
-        kernel.fallback(*args, out[2], out[3])
-        assert same_bits(out[0], out[2])
-        assert same_bits(out[1], out[3])
+        written_alike(kernel, args, size, summarised=True)
 
 
 @pytest.mark.parametrize(
@@ -203,7 +204,7 @@ def test_matmul_epilogue_onto_float64_with_usual_elements_alone(has_addend, rad_
     kernel = linalg._epilogue(has_addend, False)
     c = (3.0, 1.0 + 2.0**-20, 2.0**-1074, 1e300)
     args = (mid, rad, addend_mid, addend_rad, c, format_args(F.format_of("float64")))
-    low, high = written_alike(kernel, args, size)
+    low, high = written_alike(kernel, args, size, summarised=True)
     assert np.all(np.isfinite(low))
     assert np.all(np.isfinite(high))
 
@@ -243,9 +244,9 @@ def test_matmul_epilogue_with_nearest_rounding_is_the_epilogue_then_nearest(
             m = mid.astype(mid_dtype)
         for c in [(1.0, 1.0 + 2.0**-20, 2.0**-1074, 1e300), (3.0, 1.0, 0.0, math.inf)]:
             args = (m, rad, addend_mid, addend_rad, c, f64, n)
-            low, high = written_alike(kernel, args, size)
+            low, high = written_alike(kernel, args, size, summarised=True)
             # the twin is the two steps: check that against the public functions too
-            lo64, hi64 = linalg.matmul_epilogue(
+            lo64, hi64, _ = linalg.matmul_epilogue(
                 m, rad, (addend_mid, addend_rad) if has_addend else None, *c, F.format_of("float64")
             )
             expected = rounding.nearest(lo64, hi64, fmt)
@@ -256,6 +257,7 @@ def test_matmul_epilogue_with_nearest_rounding_is_the_epilogue_then_nearest(
             )
             assert same_bits(fused[0], low)
             assert same_bits(fused[1], high)
+            assert fused[2] == base.summary(low, high)
 
 
 @pytest.mark.parametrize("point", [False, True])
@@ -342,12 +344,8 @@ def test_add_and_mul_bounds(name, switch, shapes):
     for factory in (elementwise._add_bounds, elementwise._mul_bounds):
         kernel = factory(switch, name == "float32")
         for b_ends in ((b_lo, b_hi), (b_lo, b_lo)):  # an interval, a point
-            out = [np.empty(size) for _ in range(4)]
             args = (a_lo, a_hi, a_period, *b_ends[:1], b_ends[1], b_period, format_args(fmt))
-            kernel.dispatcher(*args, out[0], out[1])
-            kernel.fallback(*args, out[2], out[3])
-            assert same_bits(out[0], out[2])
-            assert same_bits(out[1], out[3])
+            written_alike(kernel, args, size, summarised=True)
 
 
 @pytest.mark.parametrize(
@@ -381,7 +379,7 @@ def test_sums_and_products_onto_float64_with_usual_elements_alone(kind, switch, 
         ends[0][-1] = ends[1][-1] = 2.0**523
     kernel = (elementwise._add_bounds if kind == "add" else elementwise._mul_bounds)(switch, False)
     args = (*ends, format_args(F.format_of("float64")))
-    low, high = written_alike(kernel, args, size)
+    low, high = written_alike(kernel, args, size, summarised=True)
     assert np.all(np.isfinite(low))
     assert np.all(np.isfinite(high))
 
@@ -470,7 +468,7 @@ def test_sums_and_products_rounded_to_nearest(name, product, switch, shapes):
             format_args(f64),
             rounding.nearest_args(fmt),
         )
-        low, high = written_alike(kernel, args, size)
+        low, high = written_alike(kernel, args, size, summarised=True)
         steps = [np.empty(size), np.empty(size)]
         factory = elementwise._mul_bounds if product else elementwise._add_bounds
         factory(switch, False).dispatcher(*args[:6], format_args(f64), *steps)
@@ -565,3 +563,24 @@ def test_accumulated(name, per_row):
     kernel = scatter._accumulated(name == "float32")
     with np.errstate(all="ignore"):
         written_alike(kernel, (lo, hi, total, count, width, c, format_args(fmt)), 1800)
+
+
+def test_a_kernels_summary_counts_each_element_by_the_ends_it_keeps():
+    """A product's epilogue writes every element in its branch-free pass, then rewrites those
+    that pass cannot step out: where m - r is 0, the pass's one unit down from 0 is a NaN
+    pattern, the general path's -2**-1074. The summary it gives counts each element by the
+    ends it keeps (small here), not by those its first pass wrote (a NaN: an infinite width)."""
+    rng = np.random.default_rng(31)
+    size = 4000
+    mid = rng.standard_normal(size)
+    rad = np.abs(mid) * 2.0**-20
+    places = rng.choice(size, 5, replace=False)
+    rad[places] = 2.0 ** rng.integers(-20, 20, 5)
+    mid[places] = rad[places] * (1 + 2.0**-51)  # m - bump(r) is exactly 0
+    kernel = linalg._epilogue(False, False)
+    args = (mid, rad, np.zeros(0), np.zeros(0), (1.0, 1.0, 0.0, math.inf))
+    low, high = written_alike(
+        kernel, (*args, format_args(F.format_of("float64"))), size, summarised=True
+    )
+    assert (low[places] == -5e-324).all()
+    assert np.isfinite(kernel.dispatcher(*args, format_args(F.format_of("float64")), low, high)[0])

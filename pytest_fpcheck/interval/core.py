@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -96,10 +96,14 @@ def gamma_probabilistic(n: int, u: float, lam: float = PROBABILISTIC_LAMBDA) -> 
 
 @dataclass(frozen=True, eq=False)
 class Interval:
-    """Element-wise enclosure ``[lo, hi]`` of an array of real numbers."""
+    """Element-wise enclosure ``[lo, hi]`` of an array of real numbers. ``summary``: (largest
+    radius, some element is the whole line) of these ends, where the kernel that wrote them
+    took it in the same pass (:func:`.kernels.summary` gives the same), so that the tracker's
+    record need not read them again; None where nobody took it."""
 
     lo: Array
     hi: Array
+    summary: tuple[float, bool] | None = field(default=None, kw_only=True)
 
     @classmethod
     def point(cls, value: Array) -> Interval:

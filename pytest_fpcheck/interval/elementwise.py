@@ -116,8 +116,8 @@ def add(a: Interval, b: Interval, fmt: Format, *, nearest: bool = False) -> Inte
     line where inf + (-inf) is possible (one compiled pass: :func:`.kernels.add_bounds`).
     ``nearest``: the run rounds the sum to nearest (:meth:`.core.Interval.to_nearest`), else
     outward rounding onto ``fmt`` (any faithful rounding)."""
-    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, False, fmt, nearest)
-    return Interval(lo, hi)
+    lo, hi, summary = add_bounds(a.lo, a.hi, b.lo, b.hi, False, fmt, nearest)
+    return Interval(lo, hi, summary=summary)
 
 
 def negate(a: Interval) -> Interval:
@@ -129,8 +129,8 @@ def negate(a: Interval) -> Interval:
 
 def sub(a: Interval, b: Interval, fmt: Format, *, nearest: bool = False) -> Interval:
     """a + (-b) (``nearest`` as for :func:`add`)."""
-    lo, hi = add_bounds(a.lo, a.hi, b.lo, b.hi, True, fmt, nearest)
-    return Interval(lo, hi)
+    lo, hi, summary = add_bounds(a.lo, a.hi, b.lo, b.hi, True, fmt, nearest)
+    return Interval(lo, hi, summary=summary)
 
 
 def absolute(a: Interval) -> Interval:
@@ -150,7 +150,7 @@ def mul(
     any operand endpoint has, decides whether float64 products are exact (<= 26 bits each;
     a tensor's recorded ends have at most 26, :func:`.rounding.nearest`). One compiled pass:
     :func:`.kernels.mul_bounds`. ``nearest`` as for :func:`add`."""
-    lo, hi = mul_bounds(
+    lo, hi, summary = mul_bounds(
         a.lo,
         a.hi,
         b.lo,
@@ -162,7 +162,7 @@ def mul(
     exact = a.is_point and b.is_point and operand_bits <= _EXACT_PRODUCT_BITS
     if exact and fmt.name == "float64" and bool(np.all(lo == hi)):
         return Interval.point(lo)  # exact products of exact values
-    return Interval(lo, hi)
+    return Interval(lo, hi, summary=summary)
 
 
 def div(a: Interval, b: Interval, fmt: Format) -> Interval:

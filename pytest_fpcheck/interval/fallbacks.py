@@ -418,12 +418,12 @@ def epilogue(
     fa: FormatArgs,
     lo: Array,
     hi: Array,
-) -> None:
+) -> tuple[float, bool]:
     """``kernels.linalg._epilogue(has_addend, fast32)``: a product's enclosure from its midpoint
-    and radius product."""
+    and radius product, written, and its :func:`summary`."""
     multiplier, scale, eta, limit = c
     if mid.size == 0:
-        return
+        return 0.0, False
     m = mid.astype(np.float64)  # a float32 midpoint product's too
     with np.errstate(all="ignore"):
         r = rad.astype(np.float64) * multiplier
@@ -436,6 +436,7 @@ def epilogue(
         low, high = outward_step(m - r, m + r, fa, fast32)
     lo[:] = np.where(whole, -math.inf, low)
     hi[:] = np.where(whole, math.inf, high)
+    return summary(lo, hi)
 
 
 def epilogue_nearest(
@@ -449,12 +450,14 @@ def epilogue_nearest(
     n: tuple[int, int, float, bool, tuple[float, float, float]],
     lo: Array,
     hi: Array,
-) -> None:
+) -> tuple[float, bool]:
     """``kernels.linalg._epilogue_nearest(has_addend, ...)``: the epilogue onto float64
-    (``fa``), then its ends rounded to nearest (``rounding._nearest_all``'s arguments ``n``)."""
+    (``fa``), then its ends rounded to nearest (``rounding._nearest_all``'s arguments ``n``),
+    written, and their :func:`summary`."""
     low, high = np.empty(lo.shape), np.empty(hi.shape)
     epilogue(has_addend, False, mid, rad, addend_mid, addend_rad, c, fa, low, high)
     nearest_all(low, high, *n, lo, hi)
+    return summary(lo, hi)
 
 
 def hull(
@@ -559,9 +562,9 @@ def add(
     fa: FormatArgs,
     lo: Array,
     hi: Array,
-) -> None:
+) -> tuple[float, bool]:
     """``kernels.elementwise._add_bounds(negate_b, fast32)``: the enclosure of a sum (a
-    difference when ``negate_b``) of broadcast intervals."""
+    difference when ``negate_b``) of broadcast intervals, written, and its :func:`summary`."""
     x_lo, x_hi, y_lo, y_hi = _operands(lo.size, a_lo, a_hi, a_period, b_lo, b_hi, b_period)
     if negate_b:
         y_lo, y_hi = -y_hi, -y_lo
@@ -574,6 +577,7 @@ def add(
         low_out, high_out = outward(low, high, fa, fast32)
     lo[:] = np.where(whole, -math.inf, low_out)
     hi[:] = np.where(whole, math.inf, high_out)
+    return summary(lo, hi)
 
 
 def mul(
@@ -588,10 +592,10 @@ def mul(
     fa: FormatArgs,
     lo: Array,
     hi: Array,
-) -> None:
+) -> tuple[float, bool]:
     """``kernels.elementwise._mul_bounds(step, fast32)``: the enclosure of a product of
     broadcast intervals (the hull of the four end products; a zero end the factors' signs
-    decide kept at zero)."""
+    decide kept at zero), written, and its :func:`summary`."""
     x_lo, x_hi, y_lo, y_hi = _operands(lo.size, a_lo, a_hi, a_period, b_lo, b_hi, b_period)
     with np.errstate(all="ignore"):
         p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
@@ -610,6 +614,7 @@ def mul(
         high_out = np.where(non_positive & (high_out > 0), 0.0, high_out)
     lo[:] = np.where(whole, -math.inf, low_out)
     hi[:] = np.where(whole, math.inf, high_out)
+    return summary(lo, hi)
 
 
 def library(
@@ -648,14 +653,16 @@ def nearest_elementwise(
     n: tuple[int, int, float, bool, tuple[float, float, float]],
     lo: Array,
     hi: Array,
-) -> None:
+) -> tuple[float, bool]:
     """``kernels.elementwise._nearest_bounds(product, switch, ...)``: the sum (``switch``: a
     difference) or product (``switch``: stepped) onto float64 (``fa``), then its ends rounded
-    to nearest (``rounding._nearest_all``'s arguments ``n``)."""
+    to nearest (``rounding._nearest_all``'s arguments ``n``), written, and their
+    :func:`summary`."""
     low, high = np.empty(lo.shape), np.empty(hi.shape)
     kernel = mul if product else add
     kernel(switch, False, a_lo, a_hi, a_period, b_lo, b_hi, b_period, fa, low, high)
     nearest_all(low, high, *n, lo, hi)
+    return summary(lo, hi)
 
 
 def div(

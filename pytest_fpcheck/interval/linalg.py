@@ -331,5 +331,7 @@ def matmul(
     # r < limit implies S (1 + g) < the accumulator's largest finite number, S = r / g the sum
     # of magnitudes: every rounded partial sum, at most S (1 + g), is then finite
     limit = math.nextafter(accumulate.max_finite * (1 - 2**-40) * g / (1 + g) * (1 - 2**-50), 0.0)
-    lo, hi = matmul_epilogue(mid, rad, terms, multiplier, scale, eta, limit, fmt, nearest=nearest)
-    return Interval(lo, hi)
+    lo, hi, summary = matmul_epilogue(
+        mid, rad, terms, multiplier, scale, eta, limit, fmt, nearest=nearest
+    )
+    return Interval(lo, hi, summary=summary)

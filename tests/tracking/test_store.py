@@ -128,3 +128,31 @@ def test_an_exact_nan_beside_tracked_values_is_the_whole_line(select) -> None:
         assert np.isposinf(bounds.hi[nan]).all()
         assert bounds.contains(value).all()
         assert not np.isnan(bounds.lo).any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_the_summary_a_kernel_took_is_the_records_own(dtype: torch.dtype) -> None:
+    """Sums, products and matrix products hand the record the summary their kernels took
+    while writing the ends (``Interval.summary``): each equals the summary of the record's
+    ends read afresh, for intervals, points, an infinite operand (the whole line somewhere)
+    and a broadcast operand; and the site's widening is that radius."""
+    from pytest_fpcheck.interval.kernels import summary
+
+    torch.manual_seed(3)
+    x = torch.randn(64, 32, dtype=dtype)
+    w = torch.randn(32, 16, dtype=dtype)
+    with fp.track():
+        a = x * 1.1
+        b = a + x
+        c = a * a
+        d = b - torch.randn(32, dtype=dtype)
+        e = a @ w
+        f = torch.addmm(torch.randn(16, dtype=dtype), a, w)
+        infinite = a * torch.tensor(float("inf"), dtype=dtype)
+        g = infinite - infinite  # NaN: the whole line
+        h = (a @ w) * 0.5
+    for t in (a, b, c, d, e, f, g, h):
+        record = STORE.record_of(t)
+        assert record is not None
+        assert (record.max_radius, record.unbounded) == summary(record.lo, record.hi)
+    assert STORE.record_of(g).unbounded

@@ -170,16 +170,30 @@ def _width_bits(a: float, b: float) -> np.int64:  # pragma: no cover - compiled
     return _bits(math.inf if width != width else width)
 
 
+@jit(cache=True, forceinline=True)
+def summarised(
+    widest: np.int64, unbounded: bool, low: float, high: float, counted: bool
+) -> tuple[np.int64, bool]:  # pragma: no cover - compiled
+    """A kernel's running :func:`summary` (``widest`` a width's bit pattern, as ``_summary``
+    keeps it) with the element [``low``, ``high``] it wrote, where ``counted`` (a first pass
+    counts only the elements it wrote for good; a second pass then counts those it rewrites),
+    without a branch."""
+    pattern = _width_bits(low, high) if counted else np.int64(0)
+    return max(widest, pattern), unbounded | (counted & (low == -math.inf) & (high == math.inf))
+
+
 def summary(lo: Array, hi: Array) -> tuple[float, bool]:
     """(largest radius, some element is the whole line) of [lo, hi]: the radius is half the
     largest width hi - lo (0 where lo == hi, +inf where the width overflows or is NaN)."""
     if lo is hi or lo.size == 0:
         return 0.0, False
     flats, _, _ = flat_views(lo, hi)
-    return _radius(*_summary(flats[0], flats[1]))
+    return radius_of(*_summary(flats[0], flats[1]))
 
 
-def _radius(widest: float, unbounded: bool) -> tuple[float, bool]:
+def radius_of(widest: float, unbounded: bool) -> tuple[float, bool]:
+    """(largest radius, some element is the whole line) from a kernel's (largest width,
+    some element is the whole line)."""
     return (widest / 2 if math.isfinite(widest) else math.inf), unbounded
 
 
@@ -227,7 +241,7 @@ def join_computed(
     )
     if point and not differs:
         return None
-    return out_lo, out_hi, _radius(widest, unbounded)
+    return out_lo, out_hi, radius_of(widest, unbounded)
 
 
 def broadcast_flat(array: Array, shape: tuple[int, ...]) -> tuple[np.ndarray, int]:

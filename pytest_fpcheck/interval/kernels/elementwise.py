@@ -22,6 +22,7 @@ from ..jit import jit
 from ..rounding import (
     NearestArgs,
     _bits,
+    _from_bits,
     _nearest32_usual,
     _nearest_usual,
     _select,
@@ -38,8 +39,10 @@ from .base import (
     format_args,
     outward,
     outward_step,
+    radius_of,
     sum_lower,
     sum_upper,
+    summarised,
 )
 
 if TYPE_CHECKING:
@@ -132,18 +135,19 @@ def _add_bounds_loop(
     fast32: bool,
     lo: np.ndarray,
     hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
+) -> tuple[float, bool]:  # pragma: no cover - compiled
     block = block_length(lo.size, a_period, b_period)
     a_step, b_step = int(a_period > 1), int(b_period > 1)
     # onto float64 (what a run that rounds to nearest asks first) or float32, the usual
     # elements in one branch-free pass that vectorises, then the others element by element
     missed = 0
+    widest, unbounded = np.int64(0), False
     if fa[0] or fast32:
         u = (a_lo, a_hi, b_lo, b_hi, lo, hi)
         v = (False, negate_b, False, fast32, _NO_NEAREST)
-        missed = _usual_pass(u, v, a_period, b_period)
+        missed, (widest, unbounded) = _usual_pass(u, v, a_period, b_period)
         if not missed:
-            return
+            return _from_bits(widest), unbounded
     for start in range(0, lo.size, block):
         a0, b0 = start % a_period, start % b_period
         for j in range(block):
@@ -152,7 +156,10 @@ def _add_bounds_loop(
             y_lo, y_hi = (-b_hi[jb], -b_lo[jb]) if negate_b else (b_lo[jb], b_hi[jb])
             if missed and usual_ends(x_lo, x_hi, y_lo, y_hi, False, False, fast32)[2]:
                 continue  # written by the first pass
-            lo[i], hi[i] = sum_element(x_lo, x_hi, y_lo, y_hi, fa, fast32)
+            low, high = sum_element(x_lo, x_hi, y_lo, y_hi, fa, fast32)
+            lo[i], hi[i] = low, high
+            widest, unbounded = summarised(widest, unbounded, low, high, True)
+    return _from_bits(widest), unbounded
 
 
 @jit(cache=True, forceinline=True)
@@ -212,17 +219,20 @@ def _usual_run(
     a_step: int,
     b0: int,
     b_step: int,
-) -> int:  # pragma: no cover - compiled
+    s: tuple[np.int64, bool],
+) -> tuple[int, tuple[np.int64, bool]]:  # pragma: no cover - compiled
     """The branch-free pass over the ``block`` outputs from ``start`` (operand a read from
     ``a0`` by ``a_step``, b from ``b0`` by ``b_step``): each element's sum or product onto
     float64 by its usual path (:func:`_element64_usual`; ``v`` = (product, switch, nearest,
     outward32, rounding)), with ``outward32`` then rounded outward onto float32
     (:func:`usual_ends`), with ``nearest`` rounded to nearest by the usual path of the format
     that ``rounding`` = (is32, precision, lowest, highest, has_inf, drifts) describes; writes
-    each element's ends and gives how many elements miss the usual paths."""
+    each element's ends and gives how many elements miss the usual paths, and the running
+    summary ``s`` (:func:`.base.summarised`) with the usual elements' ends."""
     a_lo, a_hi, b_lo, b_hi, lo, hi = u
     product, switch, nearest, outward32, rounding = v
     is32, precision, lowest, highest, has_inf, cn = rounding
+    widest, unbounded = s
     missed = 0
     for j in range(block):
         i, ja, jb = np.uint64(start + j), np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
@@ -235,8 +245,9 @@ def _usual_run(
             low, high, near = _nearest_usual(low, high, precision, lowest, highest, has_inf, cn)
             usual &= near
         lo[i], hi[i] = low, high
+        widest, unbounded = summarised(widest, unbounded, low, high, usual)
         missed += not usual
-    return missed
+    return missed, (widest, unbounded)
 
 
 @jit(cache=True, forceinline=True)
@@ -245,25 +256,28 @@ def _usual_pass(
     v: PassArgs,
     a_period: int,
     b_period: int,
-) -> int:  # pragma: no cover - compiled
+) -> tuple[int, tuple[np.int64, bool]]:  # pragma: no cover - compiled
     """:func:`_usual_run` over every output, block by block (:func:`.base.block_length`), each
     operand's step a constant of the compiled code: a loop that reads each operand
     contiguously or as one broadcast value, not by gathered indices, which took half the time
-    of a sum or product."""
+    of a sum or product. Gives how many elements miss the usual paths and the summary of the
+    others (:func:`.base.summarised`)."""
     size = u[4].size
     block = block_length(size, a_period, b_period)
     missed = 0
+    s = (np.int64(0), False)
     for start in range(0, size, block):
         a0, b0 = start % a_period, start % b_period
         if (a_period > 1) & (b_period > 1):
-            missed += _usual_run(u, v, start, block, a0, 1, b0, 1)
+            m, s = _usual_run(u, v, start, block, a0, 1, b0, 1, s)
         elif a_period > 1:
-            missed += _usual_run(u, v, start, block, a0, 1, b0, 0)
+            m, s = _usual_run(u, v, start, block, a0, 1, b0, 0, s)
         elif b_period > 1:
-            missed += _usual_run(u, v, start, block, a0, 0, b0, 1)
+            m, s = _usual_run(u, v, start, block, a0, 0, b0, 1, s)
         else:
-            missed += _usual_run(u, v, start, block, a0, 0, b0, 0)
-    return missed
+            m, s = _usual_run(u, v, start, block, a0, 0, b0, 0, s)
+        missed += m
+    return missed, s
 
 
 #: the rounding argument of :func:`_usual_run` for a pass without nearest rounding
@@ -285,11 +299,12 @@ def _nearest_loop(
     is32: bool,
     lo: np.ndarray,
     hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
+) -> tuple[float, bool]:  # pragma: no cover - compiled
     """A sum or product (``product``; ``switch`` as :func:`_element64_usual` takes it) onto
     float64, then rounded to nearest onto the format of ``n`` (``rounding.nearest_args``;
     ``is32``: float32): the elements usual to both steps in one branch-free pass, then the
-    others by both general paths."""
+    others by both general paths; gives the ends' summary (largest width, some element the
+    whole line)."""
     precision, emin, big, has_inf, cn = n
     smallest_normal = math.ldexp(1.0, emin)
     lowest, highest = _bits(2.0 * smallest_normal), _bits(0.5 * big)
@@ -297,9 +312,11 @@ def _nearest_loop(
     a_step, b_step = int(a_period > 1), int(b_period > 1)
     u = (a_lo, a_hi, b_lo, b_hi, lo, hi)
     rounding = (is32, precision, lowest, highest, has_inf, cn)
-    missed = _usual_pass(u, (product, switch, True, False, rounding), a_period, b_period)
+    missed, (widest, unbounded) = _usual_pass(
+        u, (product, switch, True, False, rounding), a_period, b_period
+    )
     if not missed:
-        return
+        return _from_bits(widest), unbounded
     for start in range(0, lo.size, block):
         a0, b0 = start % a_period, start % b_period
         for j in range(block):
@@ -313,13 +330,16 @@ def _nearest_loop(
                     continue  # written by the first pass
             elif _nearest_usual(low, high, precision, lowest, highest, has_inf, cn)[2]:
                 continue
-            lo[i], hi[i] = nearest_pair(
+            low, high = nearest_pair(
                 low, high, precision, smallest_normal, emin, big, has_inf, cn, is32
             )
+            lo[i], hi[i] = low, high
+            widest, unbounded = summarised(widest, unbounded, low, high, True)
+    return _from_bits(widest), unbounded
 
 
 @functools.cache
-def _nearest_bounds(product: bool, switch: bool, is32: bool) -> Callable[..., None]:
+def _nearest_bounds(product: bool, switch: bool, is32: bool) -> Callable[..., tuple[float, bool]]:
     """The compiled sum or product with nearest rounding for these switches (compiled on
     first use, then cached)."""
 
@@ -339,8 +359,8 @@ def _nearest_bounds(product: bool, switch: bool, is32: bool) -> Callable[..., No
         n: tuple[int, int, float, bool, tuple[float, float, float]],
         lo: np.ndarray,
         hi: np.ndarray,
-    ) -> None:  # pragma: no cover - compiled
-        _nearest_loop(
+    ) -> tuple[float, bool]:  # pragma: no cover - compiled
+        return _nearest_loop(
             a_lo, a_hi, a_period, b_lo, b_hi, b_period, product, switch, fa, n, is32, lo, hi
         )
 
@@ -348,7 +368,7 @@ def _nearest_bounds(product: bool, switch: bool, is32: bool) -> Callable[..., No
 
 
 @functools.cache
-def _add_bounds(negate_b: bool, fast32: bool) -> Callable[..., None]:
+def _add_bounds(negate_b: bool, fast32: bool) -> Callable[..., tuple[float, bool]]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
     @jit(
@@ -366,8 +386,10 @@ def _add_bounds(negate_b: bool, fast32: bool) -> Callable[..., None]:
         fa: tuple[bool, int, float, int, float, bool],
         lo: np.ndarray,
         hi: np.ndarray,
-    ) -> None:  # pragma: no cover - compiled
-        _add_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, negate_b, fa, fast32, lo, hi)
+    ) -> tuple[float, bool]:  # pragma: no cover - compiled
+        return _add_bounds_loop(
+            a_lo, a_hi, a_period, b_lo, b_hi, b_period, negate_b, fa, fast32, lo, hi
+        )
 
     return kernel
 
@@ -380,7 +402,7 @@ def add_bounds(
     negate_b: bool,
     fmt: Format,
     nearest: bool = False,
-) -> tuple[Array, Array]:
+) -> tuple[Array, Array, tuple[float, bool]]:
     """[a_lo + b_lo, a_hi + b_hi] (b negated first when ``negate_b``: a - b), broadcast, each
     end exact where TwoSum shows the float64 sum exact, else stepped outward; the whole line
     where inf - inf is possible or an end is NaN; rounded outward onto ``fmt``, or with
@@ -474,16 +496,18 @@ def _mul_bounds_loop(
     fast32: bool,
     lo: np.ndarray,
     hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
+) -> tuple[float, bool]:  # pragma: no cover - compiled
     block = block_length(lo.size, a_period, b_period)
     a_step, b_step = int(a_period > 1), int(b_period > 1)
     # onto float64 or float32, the usual elements in one branch-free pass first (as for sums)
     missed = 0
+    widest, unbounded = np.int64(0), False
     if fa[0] or fast32:
         u = (a_lo, a_hi, b_lo, b_hi, lo, hi)
-        missed = _usual_pass(u, (True, step, False, fast32, _NO_NEAREST), a_period, b_period)
+        v = (True, step, False, fast32, _NO_NEAREST)
+        missed, (widest, unbounded) = _usual_pass(u, v, a_period, b_period)
         if not missed:
-            return
+            return _from_bits(widest), unbounded
     for start in range(0, lo.size, block):
         a0, b0 = start % a_period, start % b_period
         for j in range(block):
@@ -491,11 +515,14 @@ def _mul_bounds_loop(
             x_lo, x_hi, y_lo, y_hi = a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb]
             if missed and usual_ends(x_lo, x_hi, y_lo, y_hi, True, step, fast32)[2]:
                 continue  # written by the first pass
-            lo[i], hi[i] = product_element(x_lo, x_hi, y_lo, y_hi, step, fa, fast32)
+            low, high = product_element(x_lo, x_hi, y_lo, y_hi, step, fa, fast32)
+            lo[i], hi[i] = low, high
+            widest, unbounded = summarised(widest, unbounded, low, high, True)
+    return _from_bits(widest), unbounded
 
 
 @functools.cache
-def _mul_bounds(step: bool, fast32: bool) -> Callable[..., None]:
+def _mul_bounds(step: bool, fast32: bool) -> Callable[..., tuple[float, bool]]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
     @jit(
@@ -513,8 +540,10 @@ def _mul_bounds(step: bool, fast32: bool) -> Callable[..., None]:
         fa: tuple[bool, int, float, int, float, bool],
         lo: np.ndarray,
         hi: np.ndarray,
-    ) -> None:  # pragma: no cover - compiled
-        _mul_bounds_loop(a_lo, a_hi, a_period, b_lo, b_hi, b_period, step, fa, fast32, lo, hi)
+    ) -> tuple[float, bool]:  # pragma: no cover - compiled
+        return _mul_bounds_loop(
+            a_lo, a_hi, a_period, b_lo, b_hi, b_period, step, fa, fast32, lo, hi
+        )
 
     return kernel
 
@@ -527,7 +556,7 @@ def mul_bounds(
     step: bool,
     fmt: Format,
     nearest: bool = False,
-) -> tuple[Array, Array]:
+) -> tuple[Array, Array, tuple[float, bool]]:
     """The interval product, broadcast: the hull of the four endpoint products, stepped outward
     when ``step`` (float64 products inexact);
     the whole line where 0 * inf or an undefined product is possible; rounded outward onto
@@ -559,31 +588,32 @@ def _broadcast_operands(
 
 
 def _finish(
-    factory: Callable[[bool, bool], Callable[..., None]],
+    factory: Callable[[bool, bool], Callable[..., tuple[float, bool]]],
     product: bool,
     switch: bool,
     operands: tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, int],
     shape: tuple[int, ...],
     fmt: Format,
     nearest: bool,
-) -> tuple[Array, Array]:
+) -> tuple[Array, Array, tuple[float, bool]]:
     """Run a sum's or product's kernel (``factory``'s, for ``switch``) on flat broadcast
     operands into new arrays of ``shape``: rounded outward onto ``fmt``; with ``nearest``, for
     the formats :func:`..rounding.nearest` rounds to nearest, onto float64 and then to nearest
     in the same pass (:func:`_nearest_bounds`, bit for bit the two steps); for the others
-    outward onto ``fmt`` (what ``nearest`` gives them)."""
+    outward onto ``fmt`` (what ``nearest`` gives them). With the ends, their
+    :func:`.base.summary`, taken in the same pass."""
     lo, hi = np.empty(shape), np.empty(shape)
     if not lo.size:
-        return lo, hi
+        return lo, hi, (0.0, False)
     rounding: NearestArgs | None = nearest_args(fmt) if nearest else None
     if rounding is not None:
         kernel = _nearest_bounds(product, switch, fmt.name == "float32")
-        kernel(*operands, format_args(_FLOAT64), rounding, lo.reshape(-1), hi.reshape(-1))
+        found = kernel(*operands, format_args(_FLOAT64), rounding, lo.reshape(-1), hi.reshape(-1))
     else:
-        factory(switch, fmt.name == "float32")(
+        found = factory(switch, fmt.name == "float32")(
             *operands, format_args(fmt), lo.reshape(-1), hi.reshape(-1)
         )
-    return lo, hi
+    return lo, hi, radius_of(*found)
 
 
 @jit(cache=True, forceinline=True)

@@ -21,6 +21,7 @@ from ..jit import jit
 from ..rounding import (
     NearestArgs,
     _bits,
+    _from_bits,
     _nearest32_usual,
     _nearest_usual,
     _select,
@@ -34,6 +35,8 @@ from .base import (
     flat_views,
     format_args,
     outward_step,
+    radius_of,
+    summarised,
 )
 
 if TYPE_CHECKING:
@@ -379,9 +382,10 @@ def _epilogue_loop(
     fast32: bool,
     lo: np.ndarray,
     hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
+) -> tuple[float, bool]:  # pragma: no cover - compiled
     limit = c[3]
     period = addend_mid.size if has_addend else mid.size
+    widest, unbounded = np.int64(0), False
     # onto float64 (a run that rounds to nearest), the usual elements in one branch-free pass
     # that vectorises, then the others
     missed = 0
@@ -390,10 +394,12 @@ def _epilogue_loop(
             for j in range(period):
                 i = np.uint64(start + j)
                 m, r = _terms(mid, rad, addend_mid, addend_rad, i, j, c, has_addend)
-                lo[i], hi[i], usual = _epilogue64_usual(m, r, limit)
+                low, high, usual = _epilogue64_usual(m, r, limit)
+                lo[i], hi[i] = low, high
+                widest, unbounded = summarised(widest, unbounded, low, high, usual)
                 missed += not usual
         if not missed:
-            return
+            return _from_bits(widest), unbounded
     for start in range(0, mid.size, period):
         for j in range(period):
             i = np.uint64(start + j)
@@ -402,13 +408,16 @@ def _epilogue_loop(
                 continue  # written by the first pass
             r = bump(r)
             if not (r < limit) or not math.isfinite(m):
-                lo[i], hi[i] = -math.inf, math.inf
+                low, high = -math.inf, math.inf
             else:
-                lo[i], hi[i] = outward_step(m - r, m + r, fa, fast32)
+                low, high = outward_step(m - r, m + r, fa, fast32)
+            lo[i], hi[i] = low, high
+            widest, unbounded = summarised(widest, unbounded, low, high, True)
+    return _from_bits(widest), unbounded
 
 
 @functools.cache
-def _epilogue(has_addend: bool, fast32: bool) -> Callable[..., None]:
+def _epilogue(has_addend: bool, fast32: bool) -> Callable[..., tuple[float, bool]]:
     """The compiled kernel for these switches (compiled on first use, then cached)."""
 
     @jit(
@@ -425,8 +434,8 @@ def _epilogue(has_addend: bool, fast32: bool) -> Callable[..., None]:
         fa: tuple[bool, int, float, int, float, bool],
         lo: np.ndarray,
         hi: np.ndarray,
-    ) -> None:  # pragma: no cover - compiled
-        _epilogue_loop(mid, rad, addend_mid, addend_rad, c, has_addend, fa, fast32, lo, hi)
+    ) -> tuple[float, bool]:  # pragma: no cover - compiled
+        return _epilogue_loop(mid, rad, addend_mid, addend_rad, c, has_addend, fa, fast32, lo, hi)
 
     return kernel
 
@@ -444,12 +453,13 @@ def _epilogue_nearest_loop(
     is32: bool,
     lo: np.ndarray,
     hi: np.ndarray,
-) -> None:  # pragma: no cover - compiled
+) -> tuple[float, bool]:  # pragma: no cover - compiled
     precision, emin, big, has_inf, cn = n
     smallest_normal = math.ldexp(1.0, emin)
     lowest, highest = _bits(2.0 * smallest_normal), _bits(0.5 * big)
     limit = c[3]
     period = addend_mid.size if has_addend else mid.size
+    widest, unbounded = np.int64(0), False
     # the usual elements (usual to the epilogue onto float64 and to the nearest rounding) in
     # one branch-free pass that vectorises, then the others by both general paths
     missed = 0
@@ -465,9 +475,10 @@ def _epilogue_nearest_loop(
                     low, high, precision, lowest, highest, has_inf, cn
                 )
             lo[i], hi[i] = lower, upper
+            widest, unbounded = summarised(widest, unbounded, lower, upper, usual & near)
             missed += not (usual & near)
     if not missed:
-        return
+        return _from_bits(widest), unbounded
     for start in range(0, mid.size, period):
         for j in range(period):
             i = np.uint64(start + j)
@@ -484,13 +495,16 @@ def _epilogue_nearest_loop(
                     continue  # written by the first pass
             elif _nearest_usual(low, high, precision, lowest, highest, has_inf, cn)[2]:
                 continue
-            lo[i], hi[i] = nearest_pair(
+            lower, upper = nearest_pair(
                 low, high, precision, smallest_normal, emin, big, has_inf, cn, is32
             )
+            lo[i], hi[i] = lower, upper
+            widest, unbounded = summarised(widest, unbounded, lower, upper, True)
+    return _from_bits(widest), unbounded
 
 
 @functools.cache
-def _epilogue_nearest(has_addend: bool, is32: bool) -> Callable[..., None]:
+def _epilogue_nearest(has_addend: bool, is32: bool) -> Callable[..., tuple[float, bool]]:
     """The compiled epilogue with nearest rounding for these switches (``is32``: onto
     float32), compiled on first use, then cached."""
 
@@ -509,8 +523,10 @@ def _epilogue_nearest(has_addend: bool, is32: bool) -> Callable[..., None]:
         n: tuple[int, int, float, bool, tuple[float, float, float]],
         lo: np.ndarray,
         hi: np.ndarray,
-    ) -> None:  # pragma: no cover - compiled
-        _epilogue_nearest_loop(mid, rad, addend_mid, addend_rad, c, has_addend, fa, n, is32, lo, hi)
+    ) -> tuple[float, bool]:  # pragma: no cover - compiled
+        return _epilogue_nearest_loop(
+            mid, rad, addend_mid, addend_rad, c, has_addend, fa, n, is32, lo, hi
+        )
 
     return kernel
 
@@ -526,14 +542,15 @@ def matmul_epilogue(
     fmt: Format,
     *,
     nearest: bool = False,
-) -> tuple[Array, Array]:
+) -> tuple[Array, Array, tuple[float, bool] | None]:
     """lo, hi of a product from its float64 (or float32) midpoint and its radius product:
     ``r = bump(((rad multiplier + addend radius) + eta) scale)`` (an addend adds its midpoint
     to ``mid``), [down(mid - r), up(mid + r)] rounded outward onto ``fmt``, and the whole line
     where ``r`` reaches ``limit`` (g times the accumulator's overflow threshold: a partial sum
     may overflow) or ``mid`` is not finite; with ``nearest``, those ends onto float64, then
     rounded to nearest onto ``fmt`` (:func:`..rounding.nearest`) in the same pass, bit for
-    bit the two steps.
+    bit the two steps; and their :func:`.base.summary`, taken in the same pass (None where a
+    format other than float32 and float64 is rounded to nearest after it).
     ``addend`` = (midpoint, radius term) arrays whose shape is a trailing part of mid's."""
     shape = mid.shape
     mid_flat = np.ascontiguousarray(mid).reshape(-1)
@@ -541,7 +558,7 @@ def matmul_epilogue(
     addend_mid, addend_rad = (np.zeros(0), np.zeros(0)) if addend is None else addend
     lo, hi = np.empty(shape), np.empty(shape)  # arrays that own their memory (see store.write)
     if mid_flat.size == 0:
-        return lo, hi  # an empty product (a group with no rows): no element to bound
+        return lo, hi, (0.0, False)  # an empty product (a group with no rows): no element
     arrays = (
         mid_flat,
         rad_flat,
@@ -552,14 +569,14 @@ def matmul_epilogue(
     rounding: NearestArgs | None = nearest_args(fmt) if nearest else None
     if rounding is not None:
         kernel = _epilogue_nearest(addend_mid.size > 0, fmt.name == "float32")
-        kernel(*arrays, format_args(_FLOAT64), rounding, lo.reshape(-1), hi.reshape(-1))
-        return lo, hi
+        found = kernel(*arrays, format_args(_FLOAT64), rounding, lo.reshape(-1), hi.reshape(-1))
+        return lo, hi, radius_of(*found)
     target = _FLOAT64 if nearest else fmt
     kernel = _epilogue(addend_mid.size > 0, target.name == "float32")
-    kernel(*arrays, format_args(target), lo.reshape(-1), hi.reshape(-1))
+    found = kernel(*arrays, format_args(target), lo.reshape(-1), hi.reshape(-1))
     if nearest and fmt.name != "float64":  # a format rounded outward by rounding.nearest
-        return rounding_nearest(lo, hi, fmt)
-    return lo, hi
+        return (*rounding_nearest(lo, hi, fmt), None)
+    return lo, hi, radius_of(*found)
 
 
 @jit(cache=True, error_model="numpy", fallback=fallbacks.any_subnormal)

@@ -554,7 +554,8 @@ class Tracker(Interposer):
     ) -> None:
         """Write each output's enclosure into the store, with the operands' provenance and
         notes and this site's own widening; ``summaries``: the radius summaries
-        :func:`_joined` made of the enclosures, where it made them."""
+        :func:`_joined` made of the enclosures, where it made them (else an enclosure's own,
+        :attr:`Interval.summary`, where the kernel that wrote it took one)."""
         intervals = result if isinstance(result, (tuple, list)) else (result,)
         # the union of the operands' provenances (one operand's is its own: merging is
         # idempotent)
@@ -577,6 +578,8 @@ class Tracker(Interposer):
             owned = not ends & handed_over
             handed_over |= ends
             summarised = summaries[position] if position < len(summaries) else None
+            if summarised is None:  # the summary the rule's kernel took, if it took one
+                summarised = interval.summary
             record = STORE.write(
                 tensor,
                 interval,
