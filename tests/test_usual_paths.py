@@ -65,3 +65,36 @@ def test_usual_elements_take_the_general_paths_bits(product, switch, fast32):
     if product:
         # about a fifth of the pairs have a zero end: all of those with finite ends are usual
         assert zero_usual > INTERVALS.shape[0] ** 2 // 8
+
+
+@numba.njit(error_model="numpy")  # IEEE division, as the kernels compile it
+def _compare_quotients(ends, fast32, fa):  # type: ignore[no-untyped-def]
+    """(pairs whose usual ends differ from the general path's bits, usual pairs, usual pairs
+    with a zero quotient at an end)."""
+    differ = usual_count = zero_usual = 0
+    for i in range(ends.shape[0]):
+        for j in range(ends.shape[0]):
+            x_lo, x_hi, y_lo, y_hi = ends[i, 0], ends[i, 1], ends[j, 0], ends[j, 1]
+            low, high, usual = elementwise.quotient_usual(x_lo, x_hi, y_lo, y_hi, fa, fast32)
+            if not usual:
+                continue
+            usual_count += 1
+            zero_usual += (x_lo == 0) | (x_hi == 0)
+            g_lo, g_hi = elementwise.quotient_element(x_lo, x_hi, y_lo, y_hi, fa, fast32)
+            same = (np.float64(low).view(np.int64) == np.float64(g_lo).view(np.int64)) & (
+                np.float64(high).view(np.int64) == np.float64(g_hi).view(np.int64)
+            )
+            differ += not same
+    return differ, usual_count, zero_usual
+
+
+@pytest.mark.parametrize("name", ["float64", "float32", "bfloat16"])
+def test_usual_quotients_take_the_general_paths_bits(name):
+    """Quotients (a dropout mask's zeros and ones over its keep probability among them): every
+    pair the branch-free pass calls usual has the general path's bits, zero dividends
+    included; divisors holding zero and infinite ends are not usual."""
+    fa = format_args(F.format_of(name))
+    differ, usual, zero_usual = _compare_quotients(INTERVALS, name == "float32", fa)
+    assert differ == 0
+    assert usual > INTERVALS.shape[0] ** 2 // 8
+    assert zero_usual > INTERVALS.shape[0] ** 2 // 25

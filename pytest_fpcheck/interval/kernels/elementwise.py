@@ -802,7 +802,7 @@ def library_bounds(
     return lo, hi
 
 
-@jit(cache=True, forceinline=True)
+@jit(cache=True, forceinline=True, error_model="numpy")
 def quotient_element(
     x_lo: float,
     x_hi: float,
@@ -832,6 +832,45 @@ def quotient_element(
     return outward(low, high, fa, fast32)
 
 
+@jit(cache=True, forceinline=True, error_model="numpy")
+def quotient_usual(
+    x_lo: float,
+    x_hi: float,
+    y_lo: float,
+    y_hi: float,
+    fa: tuple[bool, int, float, int, float, bool],
+    fast32: bool,
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """:func:`quotient_element` for the usual element, without a branch of its own (so that a
+    loop of it vectorises), and whether the element is usual: every end finite, the divisor's
+    interval clear of zero, and the hull's ends finite. There the general path is not the
+    whole line and no quotient is NaN; it steps each end out by :func:`..rounding.next_down`
+    and :func:`..rounding.next_up`, one unit of a nonzero finite pattern
+    (:func:`..rounding.steps_out`) and +-2**-1074 from a zero of either sign, then keeps it on
+    the side of zero the signs decide and rounds it outward: these steps."""
+    q1, q2, q3, q4 = x_lo / y_lo, x_lo / y_hi, x_hi / y_lo, x_hi / y_hi
+    low = min(min(q1, q2), min(q3, q4))
+    high = max(max(q1, q2), max(q3, q4))
+    usual = (
+        (abs(x_lo) < math.inf)
+        & (abs(x_hi) < math.inf)
+        & (abs(y_lo) < math.inf)
+        & (abs(y_hi) < math.inf)
+        & ((y_lo > 0) | (y_hi < 0))
+        & (abs(low) < math.inf)
+        & (abs(high) < math.inf)
+    )
+    below, above, _ = steps_out(low, high)
+    below = _select(low == 0, -(2.0**-1074), below)
+    above = _select(high == 0, 2.0**-1074, above)
+    at_least_zero = ((x_lo >= 0) & (y_lo > 0)) | ((x_hi <= 0) & (y_hi < 0))
+    at_most_zero = ((x_lo >= 0) & (y_hi < 0)) | ((x_hi <= 0) & (y_lo > 0))
+    below = _select(at_least_zero, max(below, 0.0), below)
+    above = _select(at_most_zero, min(above, 0.0), above)
+    below, above = outward(below, above, fa, fast32)
+    return below, above, usual
+
+
 @functools.cache
 def _div_bounds(fast32: bool) -> Callable[..., None]:
     """The compiled kernel for this switch (compiled on first use, then cached)."""
@@ -848,13 +887,22 @@ def _div_bounds(fast32: bool) -> Callable[..., None]:
         lo: np.ndarray,
         hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
+        # the usual elements in one branch-free pass that vectorises, then the others by the
+        # general path
+        missed = 0
         if b_period == 1 and a_period == lo.size and b_lo[0] == b_hi[0]:
             # by one number (a scale): its two ends one variable, so that LLVM computes each
             # dividend's quotient once and hoists the divisor's tests out of the loop
             y = b_lo[0]
             for k in range(lo.size):
                 i = np.uint64(k)
-                lo[i], hi[i] = quotient_element(a_lo[i], a_hi[i], y, y, fa, fast32)
+                lo[i], hi[i], usual = quotient_usual(a_lo[i], a_hi[i], y, y, fa, fast32)
+                missed += not usual
+            if missed:
+                for k in range(lo.size):
+                    i = np.uint64(k)
+                    if not quotient_usual(a_lo[i], a_hi[i], y, y, fa, fast32)[2]:
+                        lo[i], hi[i] = quotient_element(a_lo[i], a_hi[i], y, y, fa, fast32)
             return
         block = block_length(lo.size, a_period, b_period)
         a_step, b_step = int(a_period > 1), int(b_period > 1)
@@ -863,7 +911,19 @@ def _div_bounds(fast32: bool) -> Callable[..., None]:
             for j in range(block):
                 i = np.uint64(start + j)
                 ja, jb = np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
-                lo[i], hi[i] = quotient_element(a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb], fa, fast32)
+                x = (a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb])
+                lo[i], hi[i], usual = quotient_usual(x[0], x[1], x[2], x[3], fa, fast32)
+                missed += not usual
+        if not missed:
+            return
+        for start in range(0, lo.size, block):
+            a0, b0 = start % a_period, start % b_period
+            for j in range(block):
+                i = np.uint64(start + j)
+                ja, jb = np.uint64(a0 + j * a_step), np.uint64(b0 + j * b_step)
+                x = (a_lo[ja], a_hi[ja], b_lo[jb], b_hi[jb])
+                if not quotient_usual(x[0], x[1], x[2], x[3], fa, fast32)[2]:
+                    lo[i], hi[i] = quotient_element(x[0], x[1], x[2], x[3], fa, fast32)
 
     return kernel
 
