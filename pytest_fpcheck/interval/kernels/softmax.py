@@ -62,24 +62,6 @@ def _widened(raw: float, d: float, upward: bool) -> float:  # pragma: no cover -
 
 
 @jit(cache=True, forceinline=True)
-def _exponentials(
-    lo: np.ndarray,
-    hi: np.ndarray,
-    row: int,
-    top: float,
-    e_lo: np.ndarray,
-    e_hi: np.ndarray,
-    raw_lo: np.ndarray,
-    raw_hi: np.ndarray,
-) -> tuple[float, float]:  # pragma: no cover - compiled
-    """Fill ``raw_lo`` and ``raw_hi`` with libm's exp(x - top) at the row's lower and upper
-    ends, then as :func:`_widened_sums`."""
-    for j in range(e_lo.size):
-        raw_lo[j], raw_hi[j] = math.exp(lo[row, j] - top), math.exp(hi[row, j] - top)
-    return _widened_sums(lo[row], hi[row], top, e_lo, e_hi, raw_lo, raw_hi)
-
-
-@jit(cache=True, forceinline=True)
 def _widened_sums(
     lo: np.ndarray,
     hi: np.ndarray,
@@ -110,6 +92,9 @@ def _widened_sums(
 def _softmax_rows_loop(
     lo: np.ndarray,
     hi: np.ndarray,
+    top_of: np.ndarray,
+    raw_lo: np.ndarray,
+    raw_hi: np.ndarray,
     c: tuple[float, float, float, float, float],
     safe: bool,
     fa: tuple[bool, int, float, int, float, bool],
@@ -119,29 +104,23 @@ def _softmax_rows_loop(
 ) -> None:  # pragma: no cover - compiled
     kappa, absolute, factor, u, tiny = c
     rows, n = lo.shape
-    e_lo, e_hi, raw_lo, raw_hi = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    e_lo, e_hi = np.empty(n), np.empty(n)
     for row in range(rows):
-        top = -math.inf
-        undefined = False  # some upper end is NaN
+        top = top_of[row]
+        undefined = False  # some end is NaN
         may_be_nan = False  # some element may be +inf, or every one -inf
         every_lower_neginf = True
         every_upper_neginf = True
         for j in range(n):
             h = hi[row, j]
-            if h != h:
-                undefined = True
-            elif h > top:
-                top = h
-            if h == math.inf:
-                may_be_nan = True
-            if lo[row, j] != -math.inf:
-                every_lower_neginf = False
-            if h != -math.inf:
-                every_upper_neginf = False
-        if undefined or not math.isfinite(top):
-            top = 0.0
+            undefined |= (h != h) | (lo[row, j] != lo[row, j])
+            may_be_nan |= h == math.inf
+            every_lower_neginf &= lo[row, j] == -math.inf
+            every_upper_neginf &= h == -math.inf
         may_be_nan = may_be_nan or every_lower_neginf
-        total_hi, total_lo = _exponentials(lo, hi, row, top, e_lo, e_hi, raw_lo, raw_hi)
+        total_hi, total_lo = _widened_sums(
+            lo[row], hi[row], top, e_lo, e_hi, raw_lo[row], raw_hi[row]
+        )
         for j in range(n):
             if safe and every_upper_neginf:
                 out_lo[row, j], out_hi[row, j] = 0.0, 0.0
@@ -173,12 +152,15 @@ def _softmax_rows(safe: bool, fast32: bool) -> Callable[..., None]:
     def kernel(
         lo: np.ndarray,
         hi: np.ndarray,
+        top: np.ndarray,
+        raw_lo: np.ndarray,
+        raw_hi: np.ndarray,
         c: tuple[float, float, float, float, float],
         fa: tuple[bool, int, float, int, float, bool],
         out_lo: np.ndarray,
         out_hi: np.ndarray,
     ) -> None:  # pragma: no cover - compiled
-        _softmax_rows_loop(lo, hi, c, safe, fa, fast32, out_lo, out_hi)
+        _softmax_rows_loop(lo, hi, top, raw_lo, raw_hi, c, safe, fa, fast32, out_lo, out_hi)
 
     return kernel
 
@@ -196,7 +178,9 @@ def softmax_bounds(
     tiny: float,
 ) -> tuple[Array, Array]:
     """The softmax enclosure of ``rules.softmax._softmax`` along ``axis``, one compiled pass per
-    row: e = exp(x - top) at both ends (top the row's largest upper end), the exact range
+    row after NumPy's exp(x - top) at both ends (top the row's largest upper end; 0 where that
+    is not finite or an end is NaN), widened by their evaluation error (:func:`_widened`): e
+    those exponentials, the exact range
     [e_lo / (e_lo + S_hi - e_hi), e_hi / (e_hi + S_lo - e_lo)], then
     [(low (1 - kappa) - absolute) / factor, high (1 + kappa) factor + absolute factor], each end
     replaced by the tighter [(low (1 - kappa) (1 - g) - tiny) / factor,
@@ -212,6 +196,7 @@ def softmax_bounds(
         axis,
         (kappa, absolute, factor, shift_roundoff, tiny),
         fmt,
+        exponentials=True,
     )
 
 
