@@ -77,6 +77,9 @@ BINARY += ["layer_norm_backward"]
 #: a cross-entropy's backward kernel after its log-softmax: the gradient of x's log-softmax
 #: (each row) under the upstream gradient y, y - softmax(x) sum(y)
 BINARY += ["log_softmax_backward"]
+#: an attention weights' backward kernel: the gradient of x's softmax (each row) under the
+#: upstream gradient y, softmax(x) (y - sum(y softmax(x)))
+BINARY += ["softmax_backward"]
 #: a training batch norm's running statistics (updated in place, undeclared by the schema):
 #: x as a batch of rows, the running mean from y's first row and the variance from |y|'s last;
 #: the rows of the result alternate the updated mean and variance. The batch is x clamped to
@@ -260,6 +263,9 @@ def run_torch(program: Program, *, float64: bool = False, device: str = "cpu") -
                 "batch_norm_running": _batch_norm_running,
                 "log_softmax_backward": lambda a, b: torch.ops.aten._log_softmax_backward_data(
                     b, torch.log_softmax(a, -1), -1, a.dtype
+                ),
+                "softmax_backward": lambda a, b: torch.ops.aten._softmax_backward_data(
+                    b, torch.softmax(a, -1), -1, a.dtype
                 ),
             }[op](x, y)
         elif kind == "reduce":
@@ -542,6 +548,10 @@ def _run_exact(program: Program) -> np.ndarray:
             elif op == "log_softmax_backward":
                 probabilities = _reduce_exact("softmax", x)
                 x = y - probabilities * np.array([[mpmath.fsum(row)] for row in y], dtype=object)
+            elif op == "softmax_backward":
+                probabilities = _reduce_exact("softmax", x)
+                dots = [[mpmath.fsum(row)] for row in y * probabilities]
+                x = probabilities * (y - np.array(dots, dtype=object))
             elif op == "where":
                 x = np.where(
                     np.vectorize(lambda a, b: a > b, otypes=[bool])(x, y),

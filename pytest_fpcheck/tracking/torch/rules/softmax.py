@@ -44,9 +44,7 @@ from ....interval.kernels import (
 )
 from ....interval.linalg import reduce_sum
 from ..context import RuleContext
-from ._common import (
-    rule,
-)
+from ._common import raise_unsupported, rule
 
 __all__: list[str] = []
 
@@ -168,6 +166,35 @@ def _log_softmax(ctx: RuleContext) -> Interval:
         ctx.fmt,
     )
     return Interval(lo, hi)
+
+
+@rule("aten._softmax_backward_data")
+def _softmax_backward(ctx: RuleContext) -> Interval:
+    """y (g - s), s = sum(g y) over the dimension, as ATen's CPU kernels for float32 and float64
+    compute it (``_vec_host_softmax_backward_lastdim`` over the last dimension, the products
+    and their sum by ``map2_reduce_all``; ``_vec_softmax_backward`` over an inner one, the
+    products accumulated column by column): each product's enclosure (the exact one and its
+    rounding, fused into the sum or not), their sum in any order (the tracker's factor for the
+    row), the difference and the product rounded to nearest as the run rounds them (outward
+    where it is not known to), composed by their rules (RENDER III-A). Float16 and bfloat16,
+    whose kernels convert to float32 and may keep the sum in the tensor's format, and other
+    devices take the decomposition, checked against the kernel's value."""
+    grad, output = ctx.args[0], ctx.args[1]
+    c = ctx.compute
+    if c is not ctx.fmt or ctx.device.type != "cpu":
+        raise_unsupported(ctx, f"softmax's gradient in {ctx.fmt.name} on {ctx.device.type}")
+    axis = int(ctx.arg(2, "dim")) % max(grad.dim(), 1)
+    g, y = ctx.operand(grad, c), ctx.operand(output, c)
+    nearest = ctx.nearest
+    terms = ew.mul(g, y, c, operand_bits=ctx.operand_bits(grad, output), nearest=nearest)
+    if not g.shape:  # a 0-d tensor: its own one-element row
+        total = terms
+    else:
+        u, n = c.unit_roundoff, g.shape[axis]
+        factor = ctx.sums.factor(n, u)
+        total = reduce_sum(terms, (axis,), True, c, lambda _: factor, accumulate=c)
+    difference = ew.sub(g, total, c, nearest=nearest)
+    return ew.mul(y, difference, c, operand_bits=c.precision, nearest=nearest)
 
 
 @rule("aten._log_softmax_backward_data")
