@@ -203,3 +203,86 @@ def test_weight_terms_whose_intermediates_overflow_are_the_whole_line() -> None:
     _, dw, _ = _rule_only_backward(dy, x, [2], mean, rstd, w, bias, [False, True, False])
     assert not dw.isfinite().all()
     assert fp.bounds_of(dw).contains(dw).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_gradient_along_the_input_whose_terms_cancel(dtype: str, weighted: bool) -> None:
+    """dy = x / w (g = dy w = x, up to dy's rounding to bfloat16): the exact input gradient
+    is a x-hat eps / (var + eps) plus what that rounding adds, far below its three terms
+    a dy w, b x and c, which the kernel adds in float32 and which cancel: the kernel's value
+    is its rounding of those terms (units of 2**-24 of them), not of the result. The
+    enclosure holds it and the exact value: the kernel's roundings of the terms are in it,
+    not only the result's."""
+    generator = torch.Generator().manual_seed(3)
+    torch_dtype = DTYPES[dtype]
+    x = (torch.randn(6, 64, generator=generator) * 1000 + 50).to(torch_dtype)
+    w = (torch.rand(64, generator=generator) + 0.5).to(torch_dtype) if weighted else None
+    dy = (x.float() / w.float()).to(torch_dtype) if w is not None else x.clone()
+    args = [dy, x, [64]]
+    with fp.track(strict=True):
+        _, mean, rstd = aten.native_layer_norm(x, [64], w, None, EPS)
+    dx, _, _ = _rule_only_backward(*args, mean, rstd, w, None, [True, False, False])
+    exact = exact_gradients(dy.double().numpy(), x.double().numpy(), w)[0]
+    bounds = fp.bounds_of(dx)
+    computed = dx.double().numpy()
+    assert bounds.contains(dx).all(), (computed, bounds.lo, bounds.hi)
+    down, up = exact_to_float(exact)
+    assert ((bounds.lo <= down) & (up <= bounds.hi)).all()
+    # the terms cancel: the result is far below them, and the kernel's value is off the exact
+    terms = float(np.abs(rstd.double().numpy()).max() * np.abs(x.double().numpy()).max())
+    assert np.abs(down).max() < terms * (2.0**-7 if weighted and dtype == "bfloat16" else 1e-6)
+    assert not np.allclose(computed, down.astype(float), rtol=1e-3, atol=0)
+
+
+def test_the_usual_elements_bound_holds_every_float32_evaluation_of_three_cancelling_terms() -> (
+    None
+):
+    """``_input_grad_usual`` on point operands two of whose terms a dy w, b x and c cancel to
+    far below them: float32 evaluations of ((a dy) w + b x) + c as the kernel forms them (each operation
+    rounded, or the first product fused into its sum, or dy w first, or c added to b x first)
+    lie in its enclosure, and its exact value too; the terms' own roundings are what the
+    enclosure must hold (the result's one unit would not)."""
+    import numba
+
+    from pytest_fpcheck.interval.kernels import layer_norm_backward as lnb
+
+    @numba.njit
+    def bound(a, dy, w, b, x, c, big, tiny):  # type: ignore[no-untyped-def]
+        return lnb._input_grad_usual(dy, dy, x, x, (w, w), (a, a, b, b, c, c, big, tiny))
+
+    rng = np.random.default_rng(7)
+    f32 = np.float32
+    big, tiny = float(np.finfo(np.float32).max), 2.0**-149 * 8
+    caught = 0
+    for case in range(3000):
+        a, dy, w, x = (
+            float(f32(v)) for v in rng.standard_normal(4) * [1, 10, 1, 10] + [2, 0, 1, 0]
+        )
+        near = 1 + rng.standard_normal() * 2.0**-20
+        small = float(f32(rng.standard_normal() * 2.0 ** rng.integers(-30, 0)))
+        if case % 3 == 0:  # a dy w against b x, c small
+            b, c = float(f32(-a * dy * w / x * near)), small
+        elif case % 3 == 1:  # b x against c, a dy w small
+            dy = small
+            b = float(f32(rng.standard_normal()))
+            c = float(f32(-b * x * near))
+        else:  # a dy w against c
+            b, c = small, float(f32(-a * dy * w * near))
+        lo, hi, usual = bound(a, dy, w, b, x, c, big, tiny)
+        if not usual:
+            continue
+        fa, fdy, fw, fb, fx, fc = (f32(v) for v in (a, dy, w, b, x, c))
+        fused = f32(float(f32(fa * fdy)) * float(fw) + float(f32(fb * fx)))
+        evaluations = [
+            (f32(f32(fa * fdy) * fw) + f32(fb * fx)) + fc,
+            fused + fc,
+            (f32(fa * f32(fdy * fw)) + f32(fb * fx)) + fc,
+            f32(f32(fa * fdy) * fw) + (f32(fb * fx) + fc),
+        ]
+        exact = mpmath.mpf(a) * dy * w + mpmath.mpf(b) * x + c
+        assert lo <= float(exact) <= hi
+        for value in evaluations:
+            assert lo <= float(value) <= hi, (a, dy, w, b, x, c, value, lo, hi)
+        caught += float(evaluations[0]) != float(f32(float(exact)))
+    assert caught > 1000  # the evaluations' errors are the terms', not the result's

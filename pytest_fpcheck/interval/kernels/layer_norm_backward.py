@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..jit import jit
-from ..rounding import next_down, next_up
+from ..rounding import float32_directed, next_down, next_up, steps_out
 from .base import bump, outward_step
 
 if TYPE_CHECKING:
@@ -45,6 +45,16 @@ def _mul(
     infinite end, which the callers' finiteness tests catch)."""
     p1, p2, p3, p4 = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
     return next_down(min(min(p1, p2), min(p3, p4))), next_up(max(max(p1, p2), max(p3, p4)))
+
+
+@jit(cache=True, forceinline=True)
+def _corners(
+    p_lo: float, p_hi: float, q_lo: float, q_hi: float
+) -> tuple[float, float]:  # pragma: no cover - compiled
+    """The hull of the four end products of [p] [q] in float64 (no step: the caller's
+    allowance covers their rounding)."""
+    p1, p2, p3, p4 = p_lo * q_lo, p_lo * q_hi, p_hi * q_lo, p_hi * q_hi
+    return min(min(p1, p2), min(p3, p4)), max(max(p1, p2), max(p3, p4))
 
 
 @jit(cache=True, forceinline=True)
@@ -101,6 +111,7 @@ def _input_grad_loop(
 ) -> None:  # pragma: no cover - compiled
     k_ds, k_db, eta, _, scale_lo, scale_hi, w_abs = c
     big = fa[4]
+    tiny_dx = 0.0
     rows, n = dy_lo.shape
     for row in range(rows):
         m_lo, m_hi, a_lo, a_hi = mean_lo[row], mean_hi[row], rstd_lo[row], rstd_hi[row]
@@ -114,10 +125,11 @@ def _input_grad_loop(
             xl, xh = x_lo[row, j], x_hi[row, j]
             # an infinite operand end: the kernel may compute inf * 0 or inf - inf
             ok &= _finite(g_lo, g_hi, big) & _finite(xl, xh, big)
+            # the float64 products unstepped: their rounding is in the sums' factors
             if has_weight:
                 ok &= _finite(w_lo[j], w_hi[j], big)
-                g_lo, g_hi = _mul(g_lo, g_hi, w_lo[j], w_hi[j])
-            p_lo, p_hi = _mul(g_lo, g_hi, xl, xh)
+                g_lo, g_hi = _corners(g_lo, g_hi, w_lo[j], w_hi[j])
+            p_lo, p_hi = _corners(g_lo, g_hi, xl, xh)
             db_lo += g_lo
             db_hi += g_hi
             db_abs += max(abs(g_lo), abs(g_hi))
@@ -154,12 +166,38 @@ def _input_grad_loop(
         ok &= _finite(f_lo, f_hi, big)
         c_lo, c_hi = _add_c(e_lo, e_hi, -f_hi, -f_lo, fa, fast32)
         ok &= _finite(c_lo, c_hi, big)
+        # the underflow of dx's three products, each at most a subnormal spacing of float32,
+        # the first grown by the factor that multiplies it next (|w| or |a|) and every one by
+        # the later roundings (within 1 + 2**-20)
+        tiny_dx = eta * (w_abs + max(abs(a_lo), abs(a_hi)) + 3.0) * (1.0 + 2.0**-20)
         if not ok:
             for j in range(n):
                 out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
             continue
-        # second pass: dx = a dy w + b x + c, step by step
+        missed = n
+        if fast32:
+            # second pass onto float32, the usual elements in one branch-free pass: the exact
+            # range widened once by the kernel's five roundings (:func:`_input_grad_usual`)
+            limits = (a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, big, tiny_dx)
+            missed = 0
+            for j in range(n):
+                w_j = (w_lo[j], w_hi[j]) if has_weight else (1.0, 1.0)
+                lower, upper, usual = _input_grad_usual(
+                    dy_lo[row, j], dy_hi[row, j], x_lo[row, j], x_hi[row, j], w_j, limits
+                )
+                out_lo[row, j], out_hi[row, j] = lower, upper
+                missed += not usual
+        if not missed:
+            continue
+        # second pass: dx = a dy w + b x + c, step by step (the elements the first one missed)
         for j in range(n):
+            if fast32:
+                w_j = (w_lo[j], w_hi[j]) if has_weight else (1.0, 1.0)
+                limits = (a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, big, tiny_dx)
+                if _input_grad_usual(
+                    dy_lo[row, j], dy_hi[row, j], x_lo[row, j], x_hi[row, j], w_j, limits
+                )[2]:
+                    continue  # written by the first pass
             v_lo, v_hi = _mul_c(a_lo, a_hi, dy_lo[row, j], dy_hi[row, j], fa, fast32)
             fine = _finite(v_lo, v_hi, big)
             if has_weight:
@@ -173,6 +211,67 @@ def _input_grad_loop(
             fine &= _finite(v_lo, v_hi, big)
             out_lo[row, j] = v_lo if fine else -math.inf
             out_hi[row, j] = v_hi if fine else math.inf
+
+
+#: gamma_k(2**-24) for k = 2, 3, 4, rounded up: the kernel's roundings of dx's three terms
+_GAMMA32 = tuple(
+    math.nextafter(k * 2.0**-24 / (1.0 - k * 2.0**-24), math.inf) * (1.0 + 2.0**-40)
+    for k in (2, 3, 4)
+)
+
+
+@jit(cache=True, forceinline=True)
+def _input_grad_usual(
+    dy_lo: float,
+    dy_hi: float,
+    x_lo: float,
+    x_hi: float,
+    w: tuple[float, float],
+    limits: tuple[float, float, float, float, float, float, float, float],
+) -> tuple[float, float, bool]:  # pragma: no cover - compiled
+    """One element of dx = a dy w + b x + c onto float32 for the usual element, without a
+    branch, and whether it is usual (every operand end finite, every intermediate the kernel
+    may form below float32's overflow threshold ``big``). ``limits`` = (a, b and c's ends,
+    ``big``, the products' underflow allowance).
+
+    The kernel evaluates ((a dy) w + b x) + c in float32, each operation correctly rounded or
+    a product fused into the next sum (``layer_norm_backward_frame``), or a dy w first: every
+    value it can compute from operands in their enclosures lies within
+    gamma_4 |A| + gamma_3 |B| + gamma_2 |C| + the underflow allowance of the exact
+    A + B + C (A = a dy w, B = b x, C = c: A carries two product roundings and two sums',
+    B one and two, C the last two in any association; Higham, *Accuracy and Stability of
+    Numerical Algorithms*, 2nd ed., section 3.1), |A| ... at their largest over the operands'
+    box. The exact range of A + B + C is the sum of the terms' float64 corner hulls (products
+    of float32 numbers, never underflowing in float64), whose evaluation (three products,
+    two sums) errs by at most 2**-50 of the terms' magnitudes; the allowance's own evaluation
+    is rounded up by 1 + 2**-48, the ends stepped one float64 unit out and rounded outward
+    onto float32."""
+    a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, big, tiny = limits
+    g2, g3, g4 = _GAMMA32
+    w_lo, w_hi = w
+    p_lo, p_hi = _corners(a_lo, a_hi, dy_lo, dy_hi)
+    q_lo, q_hi = _corners(dy_lo, dy_hi, w_lo, w_hi)
+    big_lo, big_hi = _corners(p_lo, p_hi, w_lo, w_hi)
+    r_lo, r_hi = _corners(b_lo, b_hi, x_lo, x_hi)
+    m_a, m_b = max(abs(big_lo), abs(big_hi)), max(abs(r_lo), abs(r_hi))
+    m_c = max(abs(c_lo), abs(c_hi))
+    total = m_a + m_b + m_c
+    allowance = (g4 * m_a + g3 * m_b + g2 * m_c + tiny + 2.0**-50 * total) * (1.0 + 2.0**-48)
+    low, high, ordinary = steps_out(
+        (big_lo + r_lo + c_lo) - allowance, (big_hi + r_hi + c_hi) + allowance
+    )
+    # what the kernel forms stays finite: a dy, dy w (either association), the terms, the sums
+    reach = max(max(abs(p_lo), abs(p_hi)), max(abs(q_lo), abs(q_hi))) * (1.0 + g2)
+    usual = (
+        ordinary
+        & (abs(dy_lo) < math.inf)
+        & (abs(dy_hi) < math.inf)
+        & (abs(x_lo) < math.inf)
+        & (abs(x_hi) < math.inf)
+        & (reach < big)
+        & (total * (1.0 + g4) < big)
+    )
+    return float32_directed(low, False, False), float32_directed(high, True, False), usual
 
 
 @functools.cache
@@ -236,13 +335,15 @@ def layer_norm_input_grad(
     c = -b mean - db a scale and dx = a dy w + b x + c.
 
     ``constants`` = (k_ds, k_db, eta, |w| max): db's enclosure is the float64 sum of the terms'
-    enclosures widened by k_db sum |g| + n eta, ds's by k_ds sum |g x| + eta (n (1 + |w| max)
+    corner hulls widened by k_db sum |g| + n eta, ds's by k_ds sum |g x| + eta (n (1 + |w| max)
     + sum |x|) (the kernel's sums in any order with their products' roundings, the float64
-    sums' own roundings; eta at least half a subnormal of the compute format, grown by the
-    sum's factor, per underflowing product, the first of dy x w's scaled by the third factor);
+    sums' and products' own roundings; eta at least half a subnormal of the compute format,
+    grown by the sum's factor, per underflowing product, the first of dy x w's scaled by the
+    third factor);
     then every
     step of b, c and dx as the module docstring says, in the compute format ``fa`` (``fast32``:
-    float32). A row whose scalars may not be finite is the whole line, and so is an element
+    float32, where dx's usual elements take :func:`_input_grad_usual` instead: the exact
+    range widened once by the kernel's five roundings). A row whose scalars may not be finite is the whole line, and so is an element
     whose steps may not be."""
     m, n = dy[0].shape
     out_lo, out_hi = np.empty((m, n)), np.empty((m, n))

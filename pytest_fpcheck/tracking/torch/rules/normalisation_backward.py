@@ -145,8 +145,10 @@ def _layer_norm_backward(ctx: RuleContext) -> list[Interval]:
         w_abs = float(np.max(np.maximum(np.abs(w[0]), np.abs(w[1])))) if w is not None else 1.0
         g64 = gamma(n + 2, _F64_U)
         sum_factor = ctx.sums.factor(n, u)
-        k_db = _grown(_grown(sum_factor, u, g64), g64)
-        k_ds = _grown(_grown(sum_factor, u, u, g64), g64)
+        # the sums' factors: the kernel's sum in any order and its products' roundings, the
+        # float64 sums' own, and the float64 products' (one for db's terms, two for ds's)
+        k_db = _grown(_grown(sum_factor, u, g64), g64, _F64_U)
+        k_ds = _grown(_grown(sum_factor, u, u, g64), g64, 2 * _F64_U)
         third = 1.0 / n
         scale = Interval(down(np.asarray(third)), up(np.asarray(third))).to_format(c)
         lo, hi = layer_norm_input_grad(
