@@ -691,9 +691,9 @@ def log_softmax_backward_bounds(
 
         def exponential(end: Array) -> np.ndarray:
             values = rows(end, shape)
-            if floored:
-                floor: np.ndarray = np.exp(np.maximum(values, _EXP_FLOOR))
-                return floor
+            if floored:  # one array of its own, raised and exponentiated in place
+                floor: np.ndarray = np.maximum(values, _EXP_FLOOR)
+                return np.exp(floor, out=floor)
             # below :data:`_EXP_ZERO` exp is 0 (NaN kept): NumPy's exp of such arguments
             # takes its slow path, 6 ns per element against 1
             result = np.zeros(values.shape)
