@@ -693,7 +693,8 @@ def log_softmax_backward_bounds(
             values = rows(end, shape)
             if floored:  # one array of its own, raised and exponentiated in place
                 floor: np.ndarray = np.maximum(values, _EXP_FLOOR)
-                return np.exp(floor, out=floor)
+                np.exp(floor, out=floor)
+                return floor
             # below :data:`_EXP_ZERO` exp is 0 (NaN kept): NumPy's exp of such arguments
             # takes its slow path, 6 ns per element against 1
             result = np.zeros(values.shape)
