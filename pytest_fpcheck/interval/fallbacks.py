@@ -548,6 +548,32 @@ def power(
             mul(True, fast32, *chain, start.size, start, start, start.size, fa, low, high)
             chain = (low, high)
         out[:] = chain[pick]
+    if fast32 and n > 1:
+        low, high, usual = _power_usual(x_lo, x_hi, n)
+        lo[...] = np.where(usual, low, lo)
+        hi[...] = np.where(usual, high, hi)
+
+
+def _power_usual(a: Array, b: Array, n: int) -> tuple[Array, Array, NDArray[np.bool_]]:
+    """``kernels.elementwise._power_usual`` element-wise."""
+    low_lo, low_hi, high_lo, high_hi = a, a, b, b
+    with np.errstate(all="ignore"):
+        for _ in range(n - 1):
+            p1, p2, q1, q2 = low_lo * a, low_hi * a, high_lo * b, high_hi * b
+            low_lo = float32_directed(_minimum(p1, p2), False, False)
+            low_hi = float32_directed(_maximum(p1, p2), True, False)
+            high_lo = float32_directed(_minimum(q1, q2), False, False)
+            high_hi = float32_directed(_maximum(q1, q2), True, False)
+        below = np.int64((1 << 27) - 1)
+        usual = (
+            ((_bits(a) & below) == 0)
+            & ((_bits(b) & below) == 0)
+            & (np.abs(a) < math.inf)
+            & (np.abs(b) < math.inf)
+            & (np.abs(low_lo) < 3.0e38)
+            & (np.abs(high_hi) < 3.0e38)
+        )
+    return low_lo, high_hi, usual
 
 
 def add(
