@@ -101,6 +101,13 @@ def outward_step(
 
 
 @jit(cache=True, forceinline=True)
+def hull4(a: float, b: float, c: float, d: float) -> tuple[float, float]:  # pragma: no cover
+    """(least, greatest) of four numbers, as Numba's min and max pick them (a NaN goes where
+    they put it): the hull of an interval product's or quotient's four end values."""
+    return min(min(a, b), min(c, d)), max(max(a, b), max(c, d))
+
+
+@jit(cache=True, forceinline=True)
 def bump(r: float) -> float:  # pragma: no cover - compiled
     """A float64 number >= the next float64 above ``r >= 0`` (NaN and inf stay)."""
     if r >= 2.0**-1000:

@@ -37,6 +37,7 @@ from .base import (
     block_length,
     broadcast_flat,
     format_args,
+    hull4,
     outward,
     outward_step,
     radius_of,
@@ -430,8 +431,7 @@ def product_element(
     square's or a product of magnitudes' enclosure hold negative numbers (the square root of
     Adam's second moment NaN, its parameter the whole line)."""
     p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
-    low = min(min(p1, p2), min(p3, p4))
-    high = max(max(p1, p2), max(p3, p4))
+    low, high = hull4(p1, p2, p3, p4)
     undefined = (p1 != p1) | (p2 != p2) | (p3 != p3) | (p4 != p4)
     zero_times_infinity = ((x_lo <= 0) & (x_hi >= 0) & (math.isinf(y_lo) | math.isinf(y_hi))) | (
         (y_lo <= 0) & (y_hi >= 0) & (math.isinf(x_lo) | math.isinf(x_hi))
@@ -463,8 +463,7 @@ def _product64_usual(
     end stepped out keeps its sign or reaches a zero); float64 keeps it. Zero ends are usual:
     a square of an interval holding 0 has one, so does every product with an exact zero."""
     p1, p2, p3, p4 = x_lo * y_lo, x_lo * y_hi, x_hi * y_lo, x_hi * y_hi
-    low = min(min(p1, p2), min(p3, p4))
-    high = max(max(p1, p2), max(p3, p4))
+    low, high = hull4(p1, p2, p3, p4)
     usual = (
         (abs(x_lo) < math.inf)
         & (abs(x_hi) < math.inf)
@@ -862,8 +861,7 @@ def quotient_element(
     """The enclosure of [x_lo, x_hi] / [y_lo, y_hi] (:func:`div_bounds` states the rule)."""
     q1, q2, q3, q4 = x_lo / y_lo, x_lo / y_hi, x_hi / y_lo, x_hi / y_hi
     # NumPy's minimum and maximum: a NaN quotient is their result
-    low = min(min(q1, q2), min(q3, q4))
-    high = max(max(q1, q2), max(q3, q4))
+    low, high = hull4(q1, q2, q3, q4)
     undefined = (q1 != q1) | (q2 != q2) | (q3 != q3) | (q4 != q4)
     infinity_over_infinity = (math.isinf(x_lo) | math.isinf(x_hi)) & (
         math.isinf(y_lo) | math.isinf(y_hi)
@@ -897,8 +895,7 @@ def quotient_usual(
     (:func:`..rounding.steps_out`) and +-2**-1074 from a zero of either sign, then keeps it on
     the side of zero the signs decide and rounds it outward: these steps."""
     q1, q2, q3, q4 = x_lo / y_lo, x_lo / y_hi, x_hi / y_lo, x_hi / y_hi
-    low = min(min(q1, q2), min(q3, q4))
-    high = max(max(q1, q2), max(q3, q4))
+    low, high = hull4(q1, q2, q3, q4)
     usual = (
         (abs(x_lo) < math.inf)
         & (abs(x_hi) < math.inf)

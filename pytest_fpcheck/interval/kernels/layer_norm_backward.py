@@ -27,7 +27,7 @@ import numpy as np
 
 from ..jit import jit
 from ..rounding import float32_directed, next_down, next_up, steps_out
-from .base import bump, outward_step
+from .base import bump, hull4, outward_step
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -44,7 +44,8 @@ def _mul(
     """[a] [b] in float64 for finite ends, stepped outward (an overflowing product gives an
     infinite end, which the callers' finiteness tests catch)."""
     p1, p2, p3, p4 = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
-    return next_down(min(min(p1, p2), min(p3, p4))), next_up(max(max(p1, p2), max(p3, p4)))
+    low, high = hull4(p1, p2, p3, p4)
+    return next_down(low), next_up(high)
 
 
 @jit(cache=True, forceinline=True)
@@ -54,7 +55,7 @@ def _corners(
     """The hull of the four end products of [p] [q] in float64 (no step: the caller's
     allowance covers their rounding)."""
     p1, p2, p3, p4 = p_lo * q_lo, p_lo * q_hi, p_hi * q_lo, p_hi * q_hi
-    return min(min(p1, p2), min(p3, p4)), max(max(p1, p2), max(p3, p4))
+    return hull4(p1, p2, p3, p4)
 
 
 @jit(cache=True, forceinline=True)

@@ -21,6 +21,7 @@ from ..rounding import (
 )
 from .base import (
     format_args,
+    hull4,
     outward,
     outward_step,
     sum_lower,
@@ -177,9 +178,8 @@ def _interval_product(
     zero_times_infinity = (a_lo <= 0 <= a_hi and (math.isinf(b_lo) or math.isinf(b_hi))) or (
         b_lo <= 0 <= b_hi and (math.isinf(a_lo) or math.isinf(a_hi))
     )
-    low = next_down(min(min(p1, p2), min(p3, p4)))
-    high = next_up(max(max(p1, p2), max(p3, p4)))
-    return low, high, undefined or zero_times_infinity
+    low, high = hull4(p1, p2, p3, p4)
+    return next_down(low), next_up(high), undefined or zero_times_infinity
 
 
 @jit(cache=True, forceinline=True)
@@ -238,8 +238,7 @@ def _normalise_rows_loop(
                 if has_weight:
                     wl, wh = w_lo[j], w_hi[j]
                     p1, p2, p3, p4 = low * wl, low * wh, high * wl, high * wh
-                    low = min(min(p1, p2), min(p3, p4))
-                    high = max(max(p1, p2), max(p3, p4))
+                    low, high = hull4(p1, p2, p3, p4)
                     w_mag = max(abs(wl), abs(wh))
                 a_mag = max(abs(a_lo), abs(a_hi))
                 allowance = k_scaled * (a_mag + m_mag) * s_hi * w_mag
