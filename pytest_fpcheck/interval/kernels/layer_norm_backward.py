@@ -176,10 +176,10 @@ def _input_grad_loop(
                 out_lo[row, j], out_hi[row, j] = -math.inf, math.inf
             continue
         missed = n
+        limits = (a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, big, tiny_dx)
         if fast32:
             # second pass onto float32, the usual elements in one branch-free pass: the exact
             # range widened once by the kernel's five roundings (:func:`_input_grad_usual`)
-            limits = (a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, big, tiny_dx)
             missed = 0
             for j in range(n):
                 w_j = (w_lo[j], w_hi[j]) if has_weight else (1.0, 1.0)
@@ -194,7 +194,6 @@ def _input_grad_loop(
         for j in range(n):
             if fast32:
                 w_j = (w_lo[j], w_hi[j]) if has_weight else (1.0, 1.0)
-                limits = (a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, big, tiny_dx)
                 if _input_grad_usual(
                     dy_lo[row, j], dy_hi[row, j], x_lo[row, j], x_hi[row, j], w_j, limits
                 )[2]:
@@ -340,12 +339,10 @@ def layer_norm_input_grad(
     + sum |x|) (the kernel's sums in any order with their products' roundings, the float64
     sums' and products' own roundings; eta at least half a subnormal of the compute format,
     grown by the sum's factor, per underflowing product, the first of dy x w's scaled by the
-    third factor);
-    then every
-    step of b, c and dx as the module docstring says, in the compute format ``fa`` (``fast32``:
-    float32, where dx's usual elements take :func:`_input_grad_usual` instead: the exact
-    range widened once by the kernel's five roundings). A row whose scalars may not be finite is the whole line, and so is an element
-    whose steps may not be."""
+    third factor); then every step of b, c and dx as the module docstring says, in the compute format ``fa``
+    (``fast32``: float32, where dx's usual elements take :func:`_input_grad_usual` instead:
+    the exact range widened once by the kernel's five roundings). A row whose scalars may not
+    be finite is the whole line, and so is an element whose steps may not be."""
     m, n = dy[0].shape
     out_lo, out_hi = np.empty((m, n)), np.empty((m, n))
     if m and n:
